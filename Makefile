@@ -1,0 +1,36 @@
+# searcheval: `make run` evaluates the fixtures on the embedded database; `make test` runs the suite.
+# Both set everything up first (idempotent: a second `make install` does nothing).
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+OUTPUT ?= out
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+
+.PHONY: install run test bench clean
+
+install: $(STAMP)
+
+# torch first, pinned: 2.13.0 is the CPU build on this disk; unpinned, pip pulls a CUDA build of GBs.
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+run: install
+	$(VENV)/bin/searcheval score --qrels fixtures/example_qrels.trec --run fixtures/example_run.trec \
+		--metrics ndcg@10,mrr,recall@20,precision@10,map
+
+test: install
+	$(VENV)/bin/pytest
+
+bench: install
+	$(VENV)/bin/searcheval benchmark metrics
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis $(OUTPUT)
