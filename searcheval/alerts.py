@@ -1,0 +1,105 @@
+"""Alerts: what went wrong in a run, and delivery to a plain webhook.
+
+Delivery through a Prefect notification block lives in `tasks/` (the library never imports
+Prefect). The webhook URL usually carries a token, so it is never logged or put in a message: it
+is named by where it came from (`SEARCHEVAL_ALERT_WEBHOOK`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass, field
+
+WEBHOOK_ENV = "SEARCHEVAL_ALERT_WEBHOOK"
+log = logging.getLogger(__name__)
+
+
+class AlertDeliveryError(RuntimeError):
+    pass
+
+
+@dataclass
+class Alert:
+    run_id: str
+    reasons: list[dict] = field(default_factory=list)  # {"kind", "summary", ...details}
+    where: str | None = None  # report path or UI address
+
+    @property
+    def subject(self) -> str:
+        kinds = ", ".join(sorted({r["kind"] for r in self.reasons}))
+        return f"searcheval run {self.run_id}: {kinds}"
+
+    def body(self) -> str:
+        lines = [self.subject]
+        lines += [f"- {r['summary']}" for r in self.reasons]
+        if self.where:
+            lines.append(f"details: {self.where}")
+        return "\n".join(lines)
+
+    def payload(self) -> dict:
+        return {"run_id": self.run_id, "subject": self.subject, "reasons": self.reasons,
+                "where": self.where, "text": self.body()}
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def gate_reasons(gate) -> list[dict]:
+    return [{"kind": "gate", "summary": f"gate tripped: {t.describe()}", **t.to_dict()}
+            for t in (gate.tripped if gate else [])]
+
+
+def coverage_reasons(coverage: dict) -> list[dict]:
+    out = []
+    for name, c in coverage.items():
+        if isinstance(c, dict) and c.get("below_floor"):
+            out.append({"kind": "coverage", "configuration": name, "value": c.get("judged"),
+                        "floor": c.get("floor"),
+                        "summary": f"judged@10 of {name} is {c.get('judged'):.3f}, under the floor "
+                                   f"{c.get('floor'):.3f}"})
+    return out
+
+
+def stale_reasons(validation: dict) -> list[dict]:
+    stale = validation.get("stale") or []
+    if not stale:
+        return []
+    return [{"kind": "stale-judgments", "count": len(stale),
+             "summary": f"{len(stale)} stale judgment(s) left out of scoring "
+                        f"(first: {stale[0].get('query_id')}/{stale[0].get('doc_id')} "
+                        f"{stale[0].get('reason')})"}]
+
+
+def post_webhook(url: str, payload: dict, *, attempts: int = 3, backoff_s: float = 0.5,
+                 timeout_s: float = 5.0) -> int:
+    """POST the JSON payload; retried with backoff; returns the HTTP status.
+
+    Raises AlertDeliveryError after the last attempt, naming the variable, never the URL.
+    """
+    data = json.dumps(payload).encode("utf-8")
+    last = ""
+    for attempt in range(1, attempts + 1):
+        request = urllib.request.Request(url, data=data, method="POST",
+                                         headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(request, timeout=timeout_s) as response:
+                return response.status
+        except urllib.error.HTTPError as exc:
+            last = f"HTTP {exc.code}"
+        except (urllib.error.URLError, OSError) as exc:
+            last = type(getattr(exc, "reason", exc)).__name__
+        log.warning("alert webhook (%s) attempt %d/%d failed: %s", WEBHOOK_ENV, attempt,
+                    attempts, last)
+        if attempt < attempts:
+            time.sleep(backoff_s * 2 ** (attempt - 1))
+    raise AlertDeliveryError(f"alert webhook ({WEBHOOK_ENV}) failed after {attempts} attempts: "
+                             f"{last}")
+
+
+def webhook_url() -> str | None:
+    return os.environ.get(WEBHOOK_ENV) or None
