@@ -50,29 +50,30 @@ class Alert:
 
 
 def gate_reasons(gate) -> list[dict]:
-    return [{"kind": "gate", "summary": f"gate tripped: {t.describe()}", **t.to_dict()}
-            for t in (gate.tripped if gate else [])]
+    return [{**t.to_dict(), "trip": t.kind, "kind": "gate",
+             "summary": f"gate tripped: {t.describe()}"} for t in (gate.tripped if gate else [])]
 
 
 def coverage_reasons(coverage: dict) -> list[dict]:
     out = []
     for name, c in coverage.items():
         if isinstance(c, dict) and c.get("below_floor"):
-            out.append({"kind": "coverage", "configuration": name, "value": c.get("judged"),
-                        "floor": c.get("floor"),
-                        "summary": f"judged@10 of {name} is {c.get('judged'):.3f}, under the floor "
-                                   f"{c.get('floor'):.3f}"})
+            out.append({"kind": "coverage", "configuration": name,
+                        "value": c.get("judged_share"), "floor": c.get("floor"),
+                        "summary": f"judged@{c.get('k')} of {name} is {c.get('judged_share'):.3f}, "
+                                   f"under the floor {c.get('floor'):.3f}"})
     return out
 
 
 def stale_reasons(validation: dict) -> list[dict]:
-    stale = validation.get("stale") or []
+    stale = (validation.get("stale") or {}).get("judgments") or []
     if not stale:
         return []
+    first = stale[0]
     return [{"kind": "stale-judgments", "count": len(stale),
-             "summary": f"{len(stale)} stale judgment(s) left out of scoring "
-                        f"(first: {stale[0].get('query_id')}/{stale[0].get('doc_id')} "
-                        f"{stale[0].get('reason')})"}]
+             "by_reason": validation["stale"].get("by_reason"),
+             "summary": f"{len(stale)} stale judgment(s) left out of scoring (first: "
+                        f"{first['query_id']}/{first['doc_id']} {first['reason']})"}]
 
 
 def post_webhook(url: str, payload: dict, *, attempts: int = 3, backoff_s: float = 0.5,

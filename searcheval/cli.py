@@ -1,6 +1,7 @@
 """The `searcheval` command line. Bad input prints one line and exits 2.
 
-Exit codes: 0 success / gate passed, 1 gate tripped or threshold missed, 2 refused input.
+Exit codes: 0 success / gate passed, 1 gate tripped or threshold missed, 2 refused input,
+3 the run failed for another reason (database, model: see the log).
 """
 
 from __future__ import annotations
@@ -8,13 +9,15 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 from pathlib import Path
 from typing import Callable, Sequence
 
 from searcheval.errors import InputError
+from searcheval.replay_cli import add_replay
 
-EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED = 0, 1, 2
+EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
 
 
 class _Parser(argparse.ArgumentParser):
@@ -90,6 +93,163 @@ def add_score(sub) -> None:
     p.set_defaults(handler=cmd_score)
 
 
+# --------------------------------------------------------------------------- run
+
+
+def _use_database(url: str | None) -> None:
+    """--database-url reaches the tasks through the environment, never as a flow parameter
+    (flow parameters are stored with the run and shown in the UI)."""
+    if url:
+        os.environ["SEARCHEVAL_DATABASE_URL"] = url
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    _use_database(args.database_url)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from flows.nightly import nightly
+    from searcheval.pipeline import GateTripped
+
+    params = dict(fixtures=None if args.dataset else str(args.fixtures),
+                  dataset=str(args.dataset) if args.dataset else None, split=args.split,
+                  max_queries=args.max_queries,
+                  baseline=None if args.no_baseline else str(args.baseline),
+                  output=str(args.output), label=args.label, tolerance=args.tolerance,
+                  alert_block=args.alert_block)
+    if args.configurations:
+        params["configurations"] = [c.strip() for c in args.configurations.split(",")]
+    if args.min_per_category is not None:
+        params["min_per_category"] = args.min_per_category
+    state = nightly(**params, return_state=True)
+    if state.is_completed():
+        print(state.result()["table"])
+        return EXIT_OK
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, GateTripped):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_TRIPPED
+    if isinstance(exc, InputError):
+        raise exc
+    print(f"searcheval: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def add_run(sub) -> None:
+    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--fixtures", type=Path, default=Path("fixtures"),
+                     help="folder with catalog.json, golden_queries.json, judgments.csv")
+    src.add_argument("--dataset", type=Path, help="a test collection in BEIR layout")
+    p.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    p.add_argument("--max-queries", type=int, help="BEIR: evaluate only the first N judged queries")
+    p.add_argument("--min-per-category", type=int,
+                   help="fewest golden queries a category may have (default 3)")
+    p.add_argument("--baseline", type=Path, default=Path("baseline.json"))
+    p.add_argument("--no-baseline", action="store_true", help="score only, no gate")
+    p.add_argument("--tolerance", type=float, help="override the baseline's tolerance")
+    p.add_argument("--configurations", help="comma-separated subset of bm25,dense,fused")
+    p.add_argument("--output", type=Path, default=Path("out"))
+    p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--alert-block", help="Prefect notification block to alert through ('type/name')")
+    p.add_argument("--database-url", help="Postgres with pgvector (default: "
+                   "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    p.set_defaults(handler=cmd_run)
+
+
+# --------------------------------------------------------------------------- validate
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from searcheval.catalog import load_collection
+    from searcheval.validation import validate_collection
+
+    collection = load_collection(fixtures=None if args.dataset else args.fixtures,
+                                 dataset=args.dataset, split=args.split)
+    report = validate_collection(collection, max_age_days=args.max_age_days)
+    if args.format == "json":
+        print_json(report.to_dict())
+    else:
+        print(f"{collection.name}: {len(collection.resources)} resources, "
+              f"{len(collection.queries)} queries, {len(collection.judgments)} judgments")
+        for f in report.findings:
+            print(f"{f.severity}: {f.suite} / {f.expectation}: {f.message}")
+        print(f"stale judgments: {len(report.stale)}")
+        print("valid" if report.ok else "refused")
+    report.raise_for_errors()
+    return EXIT_OK
+
+
+def add_validate(sub) -> None:
+    p = sub.add_parser("validate", help="check the inputs with the Great Expectations suites")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--fixtures", type=Path, default=Path("fixtures"))
+    src.add_argument("--dataset", type=Path)
+    p.add_argument("--split", default="test")
+    p.add_argument("--max-age-days", type=int, default=365)
+    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.set_defaults(handler=cmd_validate)
+
+
+# --------------------------------------------------------------------------- baseline
+
+
+def cmd_baseline_update(args: argparse.Namespace) -> int:
+    from searcheval.gate import diff_baselines, load_baseline, write_baseline
+    from searcheval.history import baseline_from_output, baseline_from_run
+
+    previous = load_baseline(args.baseline) if args.baseline.exists() else None
+    if args.from_output:
+        new = baseline_from_output(args.from_output, previous)
+    else:
+        _use_database(args.database_url)
+        new = baseline_from_run(args.from_run, previous)
+    for line in diff_baselines(previous, new):
+        print(line)
+    if args.dry_run:
+        print(f"(dry run: {args.baseline} unchanged)")
+        return EXIT_OK
+    write_baseline(args.baseline, new)
+    print(f"wrote {args.baseline}")
+    return EXIT_OK
+
+
+def add_baseline(sub) -> None:
+    p = sub.add_parser("baseline", help="the reviewed baseline of the gate")
+    bsub = p.add_subparsers(dest="baseline_command", required=True, parser_class=_Parser)
+    u = bsub.add_parser("update", help="rewrite baseline.json from a run, on purpose; prints the diff")
+    src = u.add_mutually_exclusive_group(required=True)
+    src.add_argument("--from-run", help="a run id of the history in Postgres")
+    src.add_argument("--from-output", type=Path, help="an output folder of `searcheval run`")
+    u.add_argument("--baseline", type=Path, default=Path("baseline.json"))
+    u.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
+    u.add_argument("--database-url")
+    u.set_defaults(handler=cmd_baseline_update)
+
+
+# --------------------------------------------------------------------------- history
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from searcheval.history import history_chart, history_table, recent_runs
+
+    _use_database(args.database_url)
+    runs = recent_runs(args.last, args.configuration)
+    print(history_table(runs, args.configuration))
+    if runs:
+        path = history_chart(runs, args.configuration, args.output / "history.png")
+        print(f"chart: {path}")
+    return EXIT_OK
+
+
+def add_history(sub) -> None:
+    p = sub.add_parser("history", help="the last runs' metrics, as a table and a PNG chart")
+    p.add_argument("--last", type=int, default=20)
+    p.add_argument("--configuration", default="fused")
+    p.add_argument("--output", type=Path, default=Path("out"))
+    p.add_argument("--database-url")
+    p.set_defaults(handler=cmd_history)
+
+
 # --------------------------------------------------------------------------- benchmark
 
 
@@ -103,6 +263,7 @@ def cmd_benchmark_metrics(args: argparse.Namespace) -> int:
 def add_benchmark(sub) -> dict[str, argparse.ArgumentParser]:
     p = sub.add_parser("benchmark", help="rerunnable speed benchmarks against reference tools")
     bsub = p.add_subparsers(dest="benchmark", required=True, parser_class=_Parser)
+    p.set_defaults(subcommands=bsub)  # lets other modules add benchmarks (replay_cli)
     m = bsub.add_parser("metrics", help="searcheval vs pytrec_eval vs ranx on one random run")
     m.add_argument("--queries", type=int, default=20000)
     m.add_argument("--depth", type=int, default=100)
@@ -114,7 +275,8 @@ def add_benchmark(sub) -> dict[str, argparse.ArgumentParser]:
 
 # --------------------------------------------------------------------------- main
 
-COMMANDS: list[Callable] = [add_score, add_benchmark]
+COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
+                             add_benchmark, add_replay]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -168,19 +168,34 @@ def baseline_from_scores(scores: ConfigurationScores, *, run_id: str, model: str
                          previous: Baseline | None = None,
                          metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
     """A new baseline from a run's scores; tolerance and floors carry over from the previous one."""
+    settings = {"gain": scores.settings.gain, "no_relevant": scores.settings.no_relevant,
+                "relevance_level": scores.settings.relevance_level}
+    return baseline_from_values(scores.configuration, scores.means, _per_query(scores, metrics),
+                                run_id=run_id, model=model, previous=previous, settings=settings,
+                                metrics=metrics)
+
+
+def baseline_from_values(configuration: str, means: dict[str, float | None],
+                         per_query: dict[str, dict[str, float | None]], *, run_id: str,
+                         model: str | None, previous: Baseline | None = None,
+                         settings: dict | None = None,
+                         metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
+    """A new baseline from means and per-query values (from scores, the history, or files)."""
+    def clean(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
+
     return Baseline(
-        configuration=scores.configuration,
-        metrics={m: round(scores.means[m], 6) for m in metrics if scores.means.get(m) is not None},
+        configuration=configuration,
+        metrics={m: round(means[m], 6) for m in metrics if means.get(m) is not None},
         tolerance=previous.tolerance if previous else DEFAULT_TOLERANCE,
         floors=dict(previous.floors) if previous else {},
         category_floors=dict(previous.category_floors) if previous else {},
-        per_query={q: {m: (None if math.isnan(v) else round(v, 6)) for m, v in vals.items()}
-                   for q, vals in _per_query(scores, metrics).items()},
+        per_query={q: {m: clean(v) for m, v in vals.items() if m in metrics}
+                   for q, vals in sorted(per_query.items())},
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         from_run=run_id,
         model=model,
-        settings={"gain": scores.settings.gain, "no_relevant": scores.settings.no_relevant,
-                  "relevance_level": scores.settings.relevance_level},
+        settings=settings or {},
     )
 
 

@@ -69,6 +69,8 @@ class EvaluationResult:
         }
 
     def metric_rows(self) -> list[dict]:
+        """Rows of eval_metrics; a metric with no value (e.g. abstention in a category without
+        no-result queries) has no row."""
         rows = []
         for conf, s in self.scores.items():
             for metric, value in s.means.items():
@@ -86,16 +88,18 @@ class EvaluationResult:
                 rows.append({"run_id": self.run_id, "configuration": conf, "category": "all",
                              "metric": f"latency_{name}_ms", "value": s.latency_ms.get(name),
                              "ci_low": None, "ci_high": None, "n": None})
-        return rows
+        return [r for r in rows if r["value"] is not None]
 
     def query_rows(self) -> list[dict]:
+        """Rows of eval_query_results; a query left out of a metric (None) has no row."""
         rows = []
         for conf, s in self.scores.items():
             for qid, values in s.evaluation.per_query().items():
                 for metric, value in values.items():
-                    rows.append({"run_id": self.run_id, "configuration": conf, "query_id": qid,
-                                 "category": s.categories.get(qid), "metric": metric,
-                                 "value": value})
+                    if value is not None:
+                        rows.append({"run_id": self.run_id, "configuration": conf,
+                                     "query_id": qid, "category": s.categories.get(qid),
+                                     "metric": metric, "value": value})
         return rows
 
 
@@ -196,7 +200,7 @@ def markdown_report(result: EvaluationResult) -> str:
         w("## Judgments\n\n")
         v = result.validation
         findings = v.get("findings") or []
-        stale = v.get("stale") or []
+        stale = (v.get("stale") or {}).get("judgments") or []
         w(f"- validation findings: {len(findings)}; stale judgments left out of scoring: "
           f"{len(stale)}\n")
         for f in findings:
@@ -205,12 +209,12 @@ def markdown_report(result: EvaluationResult) -> str:
         for s in stale[:20]:
             w(f"  - stale: ({s.get('query_id')}, {s.get('doc_id')}) {s.get('reason')}\n")
     if result.coverage:
-        w("\n## Judged share of the top 10\n\n| configuration | judged@10 | floor | below |\n"
-          "|---|---|---|---|\n")
+        w("\n## Judged share of the results\n\n| configuration | judged share of top k | floor "
+          "| below the floor | unjudged examples |\n|---|---|---|---|---|\n")
         for name, c in result.coverage.items():
-            if isinstance(c, dict) and "judged" in c:
-                w(f"| {name} | {_fmt(c.get('judged'))} | {_fmt(c.get('floor'))} "
-                  f"| {'yes' if c.get('below_floor') else 'no'} |\n")
+            w(f"| {name} | {_fmt(c.get('judged_share'))} (k={c.get('k')}) | {_fmt(c.get('floor'))} "
+              f"| {'yes' if c.get('below_floor') else 'no'} "
+              f"| {', '.join(c.get('unjudged_examples') or []) or '-'} |\n")
     return out.getvalue()
 
 

@@ -1,0 +1,100 @@
+"""The nightly evaluation flow: wiring only; every step is a task in tasks/evaluation.py.
+
+load inputs -> validate -> seed catalog -> embed (cached) -> bm25 | dense | fused (concurrently)
+-> score -> gate -> publish -> alert. Refused input stops the run before anything is written;
+a tripped gate publishes, alerts, and ends the flow run Failed so automations can act on it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+from prefect import flow, get_run_logger
+from prefect.runtime import flow_run
+
+from searcheval.alerts import Alert
+from searcheval.catalog import Collection
+from searcheval.errors import InputError
+from searcheval.pipeline import GateTripped, alert_for, new_run_id
+from searcheval.rankers import CONFIGURATIONS, check_configurations
+from searcheval.report import EvaluationResult, console_table
+from searcheval.scoring import DEFAULT_REPORT_METRICS
+from searcheval.metrics import parse_metrics
+from searcheval.validation import fresh_judgments
+from tasks import evaluation as t
+
+
+@flow(name="searcheval-nightly", log_prints=True)
+def nightly(
+    fixtures: str | None = "fixtures",
+    dataset: str | None = None,
+    split: str = "test",
+    max_queries: int | None = None,
+    baseline: str | None = "baseline.json",
+    configurations: list[str] = list(CONFIGURATIONS),
+    depth: int = 100,
+    metrics: list[str] = list(DEFAULT_REPORT_METRICS),
+    tolerance: float | None = None,
+    coverage_k: int = 10,
+    coverage_floor: float = 0.9,
+    max_age_days: int | None = 365,
+    min_per_category: int = 3,
+    output: str | None = "out",
+    model_path: str | None = None,
+    label: str | None = None,
+    alert_block: str | None = None,
+) -> dict:
+    """Evaluate the ranking configurations on a golden set and gate the served one.
+
+    `fixtures` or `dataset` (a BEIR folder) names the inputs; `baseline` the reviewed
+    baseline.json (None: no gate); `label` tags a manual run (e.g. the ranking version).
+    The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a
+    parameter, so no password is stored with the flow run.
+    """
+    logger = get_run_logger()
+    run_id = new_run_id()
+    started = datetime.now(timezone.utc)
+    try:
+        check_configurations(configurations)
+        parse_metrics(metrics)
+        collection: Collection = t.load_inputs(None if dataset else fixtures, dataset, split,
+                                               max_queries)
+        report = t.validate(collection, max_age_days, min_per_category)
+        report.raise_for_errors()
+    except InputError as exc:
+        t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),
+                     alert_block)
+        raise
+
+    t.seed_catalog(collection)
+    embedded = t.embed(collection, model_path)
+    futures = {name: t.run_configuration.submit(name, collection, embedded, depth)
+               for name in configurations}
+    runs = {name: future.result() for name, future in futures.items()}
+
+    fresh = Collection(collection.name, collection.resources, collection.queries,
+                       fresh_judgments(collection, report), collection.grade_scale,
+                       collection.sources)
+    qrels = fresh.qrels()
+    coverage = t.coverage(runs, qrels, coverage_k, coverage_floor)  # stale labels do not count
+    scores = t.score(runs, fresh, qrels, tuple(metrics))
+    verdict = t.gate(scores, baseline, tolerance)
+
+    result = EvaluationResult(
+        run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
+        source=str(dataset or fixtures), input_hashes=collection.input_hashes(),
+        model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
+        coverage=coverage, embeddings=embedded.stats,
+        flow_run_id=str(flow_run.id) if flow_run.id else None, label=label)
+    t.publish(result, runs, output)
+    table = console_table(result)
+    logger.info("results of %s\n%s", run_id, table)
+
+    alert = alert_for(result)
+    if alert is not None:
+        alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        t.send_alert(alert, alert_block)
+    if verdict is not None and not verdict.passed:
+        raise GateTripped(f"gate tripped for {verdict.configuration}: "
+                          + "; ".join(trip.describe() for trip in verdict.tripped), table)
+    return {"run_id": run_id, "table": table, "metrics": result.metrics_document()}

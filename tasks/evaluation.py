@@ -1,0 +1,159 @@
+"""Prefect tasks of the nightly evaluation: each wraps one library function.
+
+Retries live here, on the tasks that do I/O (database, model); refused input is never retried.
+Validation is cached by the inputs' content hashes and the day, so a manual rerun of unchanged
+inputs on the same day skips Great Expectations; any edit to an input file changes the key.
+Nothing here takes a connection or a DataFrame as a cache key: tasks open their own connection.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import datetime, timedelta, timezone
+
+from prefect import get_run_logger, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.cache_policies import NO_CACHE
+
+from searcheval import pipeline
+from searcheval.alerts import Alert, AlertDeliveryError, post_webhook, webhook_url
+from searcheval.catalog import Collection, load_collection
+from searcheval.database import open_database
+from searcheval.errors import InputError
+from searcheval.fusion import FusionParams
+from searcheval.report import EvaluationResult, markdown_report, write_outputs
+from searcheval.runs import RankedRun
+from searcheval.validation import ValidationReport, results_coverage, validate_collection
+
+METRICS_ARTIFACT = "searcheval-metrics"
+REPORT_ARTIFACT = "searcheval-report"
+IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
+
+
+def not_refused_input(task, task_run, state) -> bool:
+    """Retry I/O failures, never refused input: it would fail the same way again."""
+    try:
+        state.result()
+    except InputError:
+        return False
+    except Exception:  # noqa: BLE001 - anything else may be transient
+        return True
+    return False
+
+
+@task(cache_policy=NO_CACHE)
+def load_inputs(fixtures: str | None, dataset: str | None, split: str,
+                max_queries: int | None) -> Collection:
+    return load_collection(fixtures=fixtures, dataset=dataset, split=split,
+                           max_queries=max_queries)
+
+
+def _validation_key(context, parameters) -> str:
+    collection: Collection = parameters["collection"]
+    key = {"inputs": collection.input_hashes(), "max_age_days": parameters["max_age_days"],
+           "min_per_category": parameters["min_per_category"],
+           "day": datetime.now(timezone.utc).date().isoformat()}
+    return "searcheval-validate-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
+
+
+@task(cache_key_fn=_validation_key, cache_expiration=timedelta(days=1), persist_result=True)
+def validate(collection: Collection, max_age_days: int | None,
+             min_per_category: int) -> ValidationReport:
+    return validate_collection(collection, max_age_days=max_age_days,
+                               min_per_category=min_per_category)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def seed_catalog(collection: Collection) -> dict:
+    with open_database() as conn:
+        return pipeline.seed_catalog(conn, collection)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def embed(collection: Collection, model_path: str | None) -> pipeline.Embedded:
+    with open_database() as conn:
+        return pipeline.embed_collection(conn, collection, model_path)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
+      task_run_name="run-{configuration}")
+def run_configuration(configuration: str, collection: Collection, embedded: pipeline.Embedded,
+                      k: int) -> RankedRun:
+    from searcheval.rankers import run_configuration as run
+
+    if configuration == "bm25":
+        return run(configuration, None, collection.name, collection.resources, collection.queries,
+                   None, embedded.model, k=k)
+    with open_database() as conn:
+        return run(configuration, conn, collection.name, collection.resources, collection.queries,
+                   embedded.query_vectors, embedded.model, k=k, fusion=FusionParams(depth=k))
+
+
+@task(cache_policy=NO_CACHE)
+def coverage(runs: dict[str, RankedRun], qrels: dict, k: int, floor: float) -> dict:
+    return results_coverage(runs, qrels, k=k, floor=floor)
+
+
+@task(cache_policy=NO_CACHE)
+def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
+          metrics: tuple[str, ...]) -> dict:
+    return pipeline.score_runs(runs, collection, qrels, metrics)
+
+
+@task(cache_policy=NO_CACHE)
+def gate(scores: dict, baseline: str | None, tolerance: float | None):
+    return pipeline.gate_scores(scores, baseline, tolerance)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | None) -> None:
+    """History in Postgres (one transaction), files, and artifacts under stable keys."""
+    with open_database() as conn:
+        pipeline.publish_history(conn, result)
+    if output:
+        write_outputs(result, runs, output)
+    rows = []
+    for name, s in result.scores.items():
+        rows.append({"configuration": name,
+                     **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
+                     "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
+                     "gate": (result.gate.verdict() if result.gate
+                              and result.gate.configuration == name else "")})
+    create_table_artifact(table=rows, key=METRICS_ARTIFACT,
+                          description=f"searcheval run {result.run_id}: means over the golden "
+                                      f"queries; gate {result.gate.verdict() if result.gate else 'not run'}")
+    create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
+                             description=f"searcheval run {result.run_id}")
+
+
+@task(cache_policy=NO_CACHE)
+def send_alert(alert: Alert, block: str | None) -> dict:
+    """Webhook (SEARCHEVAL_ALERT_WEBHOOK) and/or a Prefect notification block ("type/name").
+
+    A delivery failure is logged and reported, never raised: the results are already published.
+    """
+    logger = get_run_logger()
+    delivered: dict[str, str] = {}
+    url = webhook_url()
+    if url:
+        try:
+            delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
+        except AlertDeliveryError as exc:
+            logger.error(str(exc))
+            delivered["webhook"] = "failed"
+    if block:
+        try:
+            from prefect.blocks.core import Block
+
+            Block.load(block).notify(alert.body(), subject=alert.subject)
+            delivered["block"] = block
+        except Exception as exc:  # noqa: BLE001 - a broken block must not lose the run
+            logger.error("alert block %s failed: %s", block, type(exc).__name__)
+            delivered["block"] = "failed"
+    if not delivered:
+        logger.warning("alert not delivered: set SEARCHEVAL_ALERT_WEBHOOK or the alert_block "
+                       "parameter. %s", alert.body())
+    else:
+        logger.warning("alert sent (%s): %s", ", ".join(delivered), alert.subject)
+    return delivered
