@@ -22,9 +22,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
+# One nightly evaluation of the fixtures on the embedded database (exit 0 passed, 1 tripped, 2 bad input).
 run: install
-	$(VENV)/bin/searcheval score --qrels fixtures/example_qrels.trec --run fixtures/example_run.trec \
-		--metrics ndcg@10,mrr,recall@20,precision@10,map
+	$(VENV)/bin/searcheval run --fixtures fixtures --baseline baseline.json --output $(OUTPUT)
 
 test: install
 	$(VENV)/bin/pytest
