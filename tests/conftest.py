@@ -41,6 +41,17 @@ def database_url(pg_server) -> str:
     return pg_server.get_uri()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_stray_embedded_server(database_url):
+    """Whatever a test runs that resolves the database without a URL lands on the session's
+    server, never on a `.searcheval/pg` server that would outlive the session (and hold CI's
+    output open)."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv(database.ENV_URL, database_url)
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def new_database(database_url):
     """Factory: `new_database(label)` creates an empty database and returns its URL."""
