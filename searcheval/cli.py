@@ -11,6 +11,7 @@ import json
 import math
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -96,15 +97,24 @@ def add_score(sub) -> None:
 # --------------------------------------------------------------------------- run
 
 
-def _use_database(url: str | None) -> None:
-    """--database-url reaches the tasks through the environment, never as a flow parameter
-    (flow parameters are stored with the run and shown in the UI)."""
+@contextmanager
+def _database_env(url: str | None):
+    """--database-url reaches the flow's tasks through the environment, for this call only,
+    never as a flow parameter (flow parameters are stored with the run and shown in the UI)."""
+    previous = os.environ.get("SEARCHEVAL_DATABASE_URL")
     if url:
         os.environ["SEARCHEVAL_DATABASE_URL"] = url
+    try:
+        yield
+    finally:
+        if url:
+            if previous is None:
+                os.environ.pop("SEARCHEVAL_DATABASE_URL", None)
+            else:
+                os.environ["SEARCHEVAL_DATABASE_URL"] = previous
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    _use_database(args.database_url)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     from flows.nightly import nightly
     from searcheval.pipeline import GateTripped
@@ -119,7 +129,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         params["configurations"] = [c.strip() for c in args.configurations.split(",")]
     if args.min_per_category is not None:
         params["min_per_category"] = args.min_per_category
-    state = nightly(**params, return_state=True)
+    with _database_env(args.database_url):
+        state = nightly(**params, return_state=True)
     if state.is_completed():
         print(state.result()["table"])
         return EXIT_OK
@@ -201,8 +212,7 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
     if args.from_output:
         new = baseline_from_output(args.from_output, previous)
     else:
-        _use_database(args.database_url)
-        new = baseline_from_run(args.from_run, previous)
+        new = baseline_from_run(args.from_run, previous, args.database_url)
     for line in diff_baselines(previous, new):
         print(line)
     if args.dry_run:
@@ -232,8 +242,7 @@ def add_baseline(sub) -> None:
 def cmd_history(args: argparse.Namespace) -> int:
     from searcheval.history import history_chart, history_table, recent_runs
 
-    _use_database(args.database_url)
-    runs = recent_runs(args.last, args.configuration)
+    runs = recent_runs(args.last, args.configuration, args.database_url)
     print(history_table(runs, args.configuration))
     if runs:
         path = history_chart(runs, args.configuration, args.output / "history.png")
