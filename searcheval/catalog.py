@@ -144,6 +144,15 @@ def read_text(path: Path) -> str:
     return text
 
 
+def read_json(path: Path) -> tuple[Any, str]:
+    """A JSON file's value and its text (for line numbers), or an InputError naming the line."""
+    text = read_text(path)
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+
+
 def parse_time(value: Any, *, file: Path, line: int | None, field_name: str) -> datetime:
     if not isinstance(value, str) or not value.strip():
         raise InputError("expected an ISO 8601 timestamp", file=file, line=line, field=field_name)
@@ -207,11 +216,7 @@ def _json_line_of(text: str, index: int) -> int | None:
 
 
 def _load_json_list(path: Path) -> tuple[list, str]:
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data, text = read_json(path)
     if not isinstance(data, list):
         raise InputError("expected a JSON list of objects at the top level", file=path)
     return data, text

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from searcheval.catalog import read_text
+from searcheval.catalog import read_json
 from searcheval.errors import InputError
 from searcheval.metrics import parse_metric
 from searcheval.scoring import GATED_METRICS, ConfigurationScores
@@ -127,11 +127,7 @@ def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
 
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
-    text = read_text(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data, _ = read_json(path)
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", file=path)
     for key in ("configuration", "metrics"):

@@ -4,11 +4,10 @@ run (from Postgres or from an output folder)."""
 from __future__ import annotations
 
 import csv
-import json
 from pathlib import Path
 
 from searcheval import store
-from searcheval.catalog import read_text
+from searcheval.catalog import read_json, read_text
 from searcheval.database import open_database
 from searcheval.errors import InputError
 from searcheval.gate import Baseline, baseline_from_values
@@ -94,10 +93,7 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
 def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Baseline:
     directory = Path(directory)
     metrics_path = directory / "metrics.json"
-    try:
-        doc = json.loads(read_text(metrics_path))
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=metrics_path, line=exc.lineno) from None
+    doc, _ = read_json(metrics_path)
     configuration = previous.configuration if previous else "fused"
     conf = (doc.get("configurations") or {}).get(configuration)
     if not conf:

@@ -14,7 +14,6 @@ and the context, suites and validation definitions are built once per process.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import threading
@@ -25,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from searcheval.catalog import CATEGORIES, Collection, Judgment
+from searcheval.catalog import CATEGORIES, Collection, Judgment, read_json
 from searcheval.errors import InputError
 from searcheval.runs import Qrels, RankedRun
 
@@ -140,12 +139,7 @@ def load_suite_file(path: str | Path):
     import great_expectations as gx
 
     path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InputError("expectation suite file not found", file=path) from None
-    except json.JSONDecodeError as exc:
-        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    data, _ = read_json(path)
     if not isinstance(data, dict) or not isinstance(data.get("expectations"), list):
         raise InputError("expected an object {name, expectations: [...]}", file=path)
     try:
