@@ -14,32 +14,40 @@ Steps, each a plain function over a `TraceTable` (searcheval.traces):
 4. `summarize_segments`: the mean of each metric per segment (and overall), labelled traces only.
 5. `check_thresholds`: per-segment floors (`default`, overridden per segment) and `min_coverage`.
 6. `compare_configurations`: A/B on the queries both configurations saw, per segment and metric:
-   wins / losses / ties (from B's side: a win is B better than A) and a two-sided paired
-   sign-flip randomization test on the per-query differences.
+   wins / losses / ties (from B's side: a win is B better than A) and the two-sided paired
+   sign-flip randomization test of `searcheval.stats` (the gate's, one implementation) on the
+   per-query differences.
 
-`replay` runs them all; the CLI (`searcheval replay`) and the benchmark call it.
+`replay` runs them all; the CLI (`searcheval replay`), the Prefect flow (flows/replay.py) and
+the benchmark call it. The front-end section at the end holds what the CLI and the flow share:
+option checks, reference files (`load_references`), the sides (`choose_sides`), and publishing
+(`replay_document` / `write_replay_outputs`: replay.json and report.md; `replay_history`: rows of
+replay_runs / replay_metrics; `replay_alert`; `replay_text` and `replay_markdown`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+import secrets
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from searcheval.alerts import Alert
 from searcheval.errors import InputError
 from searcheval.metrics import Metric, Settings, evaluate, parse_metric, parse_metrics
+from searcheval.stats import DEFAULT_PERMUTATIONS, sign_flip_pvalues
 from searcheval.traces import (FROM_IDS, FROM_SCORES, NO_LABELS, BadLines, TraceTable,
                                normalize_query, ragged_index)
 
 DEFAULT_REPLAY_METRICS = ("ndcg@10", "mrr", "precision@10", "recall@20", "map")
 ALL = "(all)"  # the segment name of overall numbers
 FROM_JUDGMENTS = 3
-DEFAULT_PERMUTATIONS = 10_000
 CELL_BUDGET = 2_000_000  # (traces x (depth + labels)) cells per metric-engine batch
 _EPS = 1e-12
 
@@ -299,6 +307,23 @@ def summarize_segments(table: TraceTable, scores: TraceScores
     return segments, overall
 
 
+def count_values(table: TraceTable, scores: TraceScores) -> dict[str, dict[str, int]]:
+    """How many traces each mean of `summarize_segments` averages: per segment and ALL, per
+    metric (labelled traces, less those the no-relevant policy `skip` leaves out)."""
+    nseg = len(table.segments)
+    present = np.bincount(table.segment, minlength=nseg) > 0
+    order = [s for s in _segment_order(table) if present[s]]
+    out: dict[str, dict[str, int]] = {table.segments[s]: {} for s in order}
+    out[ALL] = {}
+    for name, v in scores.values.items():
+        valid = ~np.isnan(v)
+        cnt = np.bincount(table.segment[valid], minlength=nseg)
+        for s in order:
+            out[table.segments[s]][name] = int(cnt[s])
+        out[ALL][name] = int(valid.sum())
+    return out
+
+
 # --------------------------------------------------------------------------- thresholds
 
 
@@ -482,52 +507,6 @@ def query_means(table: TraceTable, scores: TraceScores,
     return keys, means
 
 
-def sign_flip_pvalues(diffs: np.ndarray, *, permutations: int = DEFAULT_PERMUTATIONS,
-                      seed: int = 0) -> np.ndarray:
-    """Two-sided paired randomization (sign-flip) test of each column of `diffs` (pairs x tests).
-
-    Statistic |sum of differences| (the mean's, for a fixed number of pairs). With 2**pairs <=
-    permutations every sign assignment is enumerated (exact p); otherwise `permutations` random
-    ones from `seed` are drawn, shared by all columns, and p = (hits + 1) / (permutations + 1).
-    A column of zeros (all ties) gets p = 1. NaN differences count as zero (no pair).
-    """
-    d = np.nan_to_num(np.asarray(diffs, dtype=np.float64).reshape(len(diffs), -1))
-    n, m = d.shape
-    if n == 0:
-        return np.full(m, np.nan)
-    observed = np.abs(d.sum(axis=0))
-    tol = 1e-9 * (np.abs(d).sum(axis=0) + 1.0)
-    total = d.sum(axis=0)
-    hits = np.zeros(m, dtype=np.int64)
-    if n < 31 and 2 ** n <= permutations:
-        count = 2 ** n
-        bits = ((np.arange(count)[:, None] >> np.arange(n)) & 1).astype(np.float64)
-        stats = np.abs(2.0 * bits @ d - total)
-        hits += (stats >= observed - tol).sum(axis=0)
-        return hits / count
-    rng = np.random.default_rng(seed)
-    chunk = max(1, min(permutations, 4_000_000 // n))
-    done = 0
-    while done < permutations:
-        c = min(chunk, permutations - done)
-        raw = rng.integers(0, 256, size=(c, (n + 7) // 8), dtype=np.uint8)
-        bits = np.unpackbits(raw, axis=1, count=n).astype(np.float64)
-        stats = np.abs(2.0 * bits @ d - total)  # sum of s_i d_i with s_i = 2 bit_i - 1
-        hits += (stats >= observed - tol).sum(axis=0)
-        done += c
-    return (hits + 1) / (permutations + 1)
-
-
-def paired_randomization_test(differences: Sequence[float] | np.ndarray, *,
-                              permutations: int = DEFAULT_PERMUTATIONS, seed: int = 0
-                              ) -> float | None:
-    """Two-sided p-value of the paired sign-flip test on one list of differences."""
-    d = np.asarray(differences, dtype=np.float64)
-    if d.size == 0:
-        return None
-    return float(sign_flip_pvalues(d[:, None], permutations=permutations, seed=seed)[0])
-
-
 @dataclass
 class ABResult:
     a: str
@@ -642,6 +621,7 @@ class SideReport:
     segments: dict[str, dict[str, float | None]]
     overall: dict[str, float | None]
     scores: TraceScores
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)  # values per segment, ALL
 
     def to_dict(self) -> dict:
         return {"configuration": self.name, "source": self.source, "traces": self.traces,
@@ -725,6 +705,7 @@ def replay(
         scores = score_traces(table, labels, specs, settings)
         t2 = time.perf_counter()
         segments, overall = summarize_segments(table, scores)
+        counts = count_values(table, scores)
         coverage = measure_coverage(table, labels, min_cov)
         t3 = time.perf_counter()
         timings[f"labels{tag}"] = t1 - t0
@@ -732,7 +713,7 @@ def replay(
         timings[f"segments{tag}"] = t3 - t2
         return SideReport(name=name, source=table.source, traces=len(table), coverage=coverage,
                           labels=labels.sources(), stale=labels.stale, bad=table.bad,
-                          segments=segments, overall=overall, scores=scores)
+                          segments=segments, overall=overall, scores=scores, counts=counts)
 
     main = side(sides[0][0], sides[0][1], "")
     failures = check_thresholds(main.segments, main.coverage, thresholds)
@@ -749,3 +730,372 @@ def replay(
     return ReplayReport(main=main, failures=failures, metrics=[s.name for s in specs],
                         settings=settings, other=other, ab=ab, excluded=excluded,
                         segments_without_traces=missing, timings=timings)
+
+
+# =========================================================================== front ends
+# What `searcheval replay` (replay_cli) and the Prefect flow (flows/replay.py) share: checking
+# options, loading the reference files, choosing the sides, and publishing a report (files,
+# history rows, alert, console and markdown renderings). Plain functions; no Prefect here.
+
+
+class ThresholdsMissed(Exception):
+    """A replay missed a floor or its coverage minimum (CLI exit 1; the flow run ends Failed)."""
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
+def new_replay_id(now: datetime | None = None) -> str:
+    now = now or datetime.now(timezone.utc)
+    return f"replay-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def replay_settings(*, gain: str = "exponential", relevance_level: int = 1,
+                    no_relevant: str = "one", max_grade: int = 3,
+                    max_bad_share: float = 0.01, permutations: int = DEFAULT_PERMUTATIONS
+                    ) -> Settings:
+    """Check the options every front end takes (named as the CLI flags) and return the metric
+    settings."""
+    if isinstance(max_grade, bool) or not isinstance(max_grade, int) or max_grade < 1:
+        raise InputError(f"expected a top grade >= 1, got {max_grade}", field="max-grade")
+    if not 1 <= relevance_level <= max_grade:
+        raise InputError(f"expected a relevance level in 1..{max_grade}, got "
+                         f"{relevance_level}", field="relevance-level")
+    if not 0.0 <= max_bad_share <= 1.0:
+        raise InputError(f"expected a share in [0, 1], got {max_bad_share}",
+                         field="max-bad-share")
+    if permutations < 1:
+        raise InputError("expected at least 1 permutation", field="permutations")
+    return Settings(gain=gain, relevance_level=relevance_level, no_relevant=no_relevant)
+
+
+def replay_source(traces: str | Path | None, traces_b: str | Path | None = None,
+                  from_db: bool = False, configurations: Sequence[str] | None = None) -> str:
+    """Check that exactly one source is named; returns the history's source,
+    `replay:<file>[,<file b>]` or `replay:db`."""
+    if from_db and traces is not None:
+        raise InputError("expected --traces FILE or --from-db, not both", field="traces")
+    if not from_db and traces is None:
+        raise InputError("expected --traces FILE or --from-db", field="traces")
+    if traces_b is not None and from_db:
+        raise InputError("--traces-b is a second file against --traces; with --from-db split "
+                         "the table with --configurations", field="traces-b")
+    if traces_b is not None and configurations:
+        raise InputError("--configurations splits one --traces file; with --traces-b each file "
+                         "is one side", field="configurations")
+    if from_db:
+        return "replay:db"
+    return f"replay:{traces}" + (f",{traces_b}" if traces_b is not None else "")
+
+
+@dataclass
+class References:
+    """What traces are checked and labelled against; each part optional."""
+
+    thresholds: Thresholds | None = None
+    catalog: frozenset[str] | None = None  # ids of the resources that exist
+    queries: dict[str, str] | None = None  # query_index of the golden queries
+    judgments: dict[str, dict[str, int]] | None = None
+    input_hashes: dict[str, str] = field(default_factory=dict)  # sha256 per file, for history
+
+
+def load_references(*, thresholds: str | Path | None = None, catalog: str | Path | None = None,
+                    judgments: str | Path | None = None, queries: str | Path | None = None,
+                    max_grade: int = 3) -> References:
+    """Thresholds JSON, catalog.json, judgments (judgments.csv, TREC or BEIR qrels) and
+    golden_queries.json, each when named."""
+    from searcheval.catalog import load_catalog, load_queries, sha256_file
+
+    files = {"thresholds": thresholds, "catalog": catalog, "judgments": judgments,
+             "queries": queries}
+    refs = References()
+    refs.thresholds = load_thresholds(thresholds) if thresholds else None
+    refs.catalog = frozenset(r.id for r in load_catalog(Path(catalog))) if catalog else None
+    golden = load_queries(Path(queries)) if queries else None
+    refs.queries = query_index(golden) if golden else None
+    if judgments:
+        refs.judgments = load_judgment_map(Path(judgments), max_grade,
+                                           {q.id for q in golden} if golden else None)
+    refs.input_hashes = {name: sha256_file(Path(path)) for name, path in files.items() if path}
+    return refs
+
+
+def load_judgment_map(path: Path, max_grade: int,
+                      query_ids: set[str] | None) -> dict[str, dict[str, int]]:
+    """judgments.csv (the fixtures' format) by its .csv suffix, else TREC or BEIR qrels."""
+    from searcheval.catalog import load_judgments
+    from searcheval.judgments import load_qrels
+
+    if path.suffix.lower() == ".csv":
+        out: dict[str, dict[str, int]] = {}
+        for j in load_judgments(path, grade_scale=(0, max_grade), query_ids=query_ids):
+            out.setdefault(j.query_id, {})[j.doc_id] = j.grade
+        return out
+    return load_qrels(path, max_grade=max_grade)
+
+
+def side_name(table: TraceTable) -> str:
+    """A file's configuration when all its traces name the same one, else the file."""
+    codes = set(table.configuration.tolist())
+    if len(codes) == 1 and -1 not in codes:
+        return table.configurations[codes.pop()]
+    return table.source
+
+
+def choose_sides(table: TraceTable, table_b: TraceTable | None = None,
+                 configurations: Sequence[str] | None = None
+                 ) -> tuple[list[tuple[str | None, TraceTable]], int]:
+    """The sides to replay and how many traces were left out: two files are A and B (named by
+    their configuration, else by their file); one table is split by `split_configurations`."""
+    if table_b is not None:
+        sides = [(side_name(table), table), (side_name(table_b), table_b)]
+        if sides[0][0] == sides[1][0]:
+            sides = [(table.source, table), (table_b.source, table_b)]
+        return sides, 0
+    names = [n.strip() for n in configurations if n.strip()] if configurations else None
+    return split_configurations(table, names or None)
+
+
+# --------------------------------------------------------------------------- publishing
+
+
+def replay_document(report: ReplayReport, *, run_id: str | None = None,
+                    per_trace: bool = False) -> dict:
+    """The replay JSON of DESIGN.md (`searcheval replay --format json`), plus `run_id` when the
+    replay is published."""
+    doc = report.to_dict(per_trace=per_trace)
+    if run_id is not None:
+        doc["run_id"] = run_id
+    return doc
+
+
+def write_replay_outputs(report: ReplayReport, output: str | Path, *, run_id: str | None = None,
+                         per_trace: bool = False) -> dict[str, Path]:
+    """`output/replay.json` (the replay JSON) and `output/report.md`."""
+    folder = Path(output)
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = replay_document(report, run_id=run_id, per_trace=per_trace)
+    paths = {"replay.json": folder / "replay.json", "report.md": folder / "report.md"}
+    paths["replay.json"].write_text(
+        json.dumps(doc, indent=2, allow_nan=False, default=str) + "\n", encoding="utf-8")
+    paths["report.md"].write_text(replay_markdown(report, run_id=run_id), encoding="utf-8")
+    return paths
+
+
+def replay_history(report: ReplayReport, *, run_id: str, source: str, started_at: datetime,
+                   finished_at: datetime | None = None, input_hashes: Mapping[str, str] = {},
+                   flow_run_id: str | None = None, label: str | None = None,
+                   thresholds: Thresholds | None = None) -> tuple[dict, list[dict]]:
+    """Rows of `replay_runs` and `replay_metrics` (searcheval.store.save_replay).
+
+    One metric row per side (A is `configuration`, its name or 'replay'; B too, with no floors),
+    per segment and ALL, per metric: the mean, n (traces averaged) and the floor when set; plus
+    a 'coverage' row per segment and ALL (n: traces)."""
+    m = report.main
+    name = m.name or "replay"
+    run = {
+        "run_id": run_id, "flow_run_id": flow_run_id, "started_at": started_at,
+        "finished_at": finished_at, "source": source, "configuration": name,
+        "traces": m.traces, "labelled": m.coverage.labelled, "coverage": m.coverage.share,
+        "min_coverage": m.coverage.min_coverage, "passed": report.passed,
+        "input_hashes": dict(input_hashes),
+        "summary": {"label": label, "metrics": report.metrics,
+                    "failures": [f.to_dict() for f in report.failures],
+                    "labels": m.labels, "stale_labels": m.stale.to_dict() if m.stale else None,
+                    "bad_lines": m.bad.to_dict(), "excluded_traces": report.excluded,
+                    "segments_without_traces": report.segments_without_traces,
+                    "ab": report.ab.to_dict() if report.ab else None},
+    }
+    rows = _side_rows(m, name, thresholds)
+    if report.other is not None:
+        rows += _side_rows(report.other, report.other.name or "replay-b", None)
+    return run, rows
+
+
+def _side_rows(side: SideReport, name: str, thresholds: Thresholds | None) -> list[dict]:
+    rows = []
+    cov = side.coverage
+    means = {**side.segments, ALL: side.overall}
+    for seg, values in means.items():
+        floors = thresholds.for_segment(seg) if thresholds and seg != ALL else {}
+        for metric, value in values.items():
+            rows.append({"configuration": name, "segment": seg, "metric": metric, "value": value,
+                         "n": side.counts.get(seg, {}).get(metric, 0),
+                         "threshold": floors.get(metric)})
+        if seg == ALL:
+            share, n = cov.share, cov.traces
+            floor = thresholds.min_coverage if thresholds else None
+        else:
+            share, n = cov.segment_share(seg), cov.segments[seg][0]
+            floor = thresholds.segment_min_coverage.get(seg) if thresholds else None
+        rows.append({"configuration": name, "segment": seg, "metric": "coverage", "value": share,
+                     "n": n, "threshold": floor})
+    return rows
+
+
+def replay_alert(report: ReplayReport, run_id: str, where: str | None = None) -> Alert | None:
+    """An alert for every missed floor: kind 'coverage' (annotation coverage under its minimum)
+    or 'threshold' (a segment's metric under its floor); None when the replay passed."""
+    reasons = []
+    cov = report.main.coverage
+    for f in report.failures:
+        if f.metric == "coverage":
+            traces, labelled = (cov.traces, cov.labelled) if f.segment == ALL \
+                else cov.segments[f.segment]
+            reasons.append({"kind": "coverage", "segment": f.segment, "value": f.value,
+                            "floor": f.threshold, "labelled": labelled, "traces": traces,
+                            "summary": f"annotation coverage of {f.segment} is {f.value:.3f} "
+                                       f"({labelled} of {traces} traces labelled), under the "
+                                       f"minimum {f.threshold:.3f}"})
+        else:
+            reasons.append({"kind": "threshold", "segment": f.segment, "metric": f.metric,
+                            "value": f.value, "threshold": f.threshold,
+                            "summary": f"replay threshold missed: {f.describe()}"})
+    if not reasons:
+        return None
+    return Alert(run_id=run_id, reasons=reasons, where=where)
+
+
+def missed_message(report: ReplayReport) -> str:
+    return (f"replay of {report.main.source} missed {len(report.failures)} floor(s): "
+            + "; ".join(f.describe() for f in report.failures))
+
+
+def _num(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+def _pct(share: float | None) -> str:
+    return "-" if share is None else f"{share:.1%}"
+
+
+def replay_text(report: ReplayReport) -> str:
+    """The console report of `searcheval replay` (and the flow's log)."""
+    lines: list[str] = []
+    out = lines.append
+    m = report.main
+    cov = m.coverage
+    name = f" [{m.name}]" if m.name else ""
+    floor = f", min {_pct(cov.min_coverage)}" if cov.min_coverage is not None else ""
+    out(f"replay of {m.source}{name}: {m.traces} traces, {cov.labelled} labelled "
+        f"(coverage {_pct(cov.share)}{floor})")
+    out(f"labels: {m.labels['relevance_scores']} from relevance_scores, "
+        f"{m.labels['relevant_ids']} from relevant_ids, {m.labels['judgments']} from judgments, "
+        f"{m.labels['none']} unlabelled")
+    if m.stale is not None:
+        out(f"stale labels dropped: {m.stale.dropped} ({m.stale.traces} traces, "
+            f"{m.stale.left_unlabelled} left unlabelled)")
+    bad = m.bad
+    out(f"bad lines skipped: {bad.count} of {bad.lines} lines"
+        + ("" if not bad.first else " (" + "; ".join(f"line {b.line}: {b.reason}"
+                                                     for b in bad.first) + ")"))
+    if report.excluded:
+        out(f"traces of other configurations left out: {report.excluded}")
+    metrics = report.metrics
+    seg_w = max([len(s) for s in m.segments] + [len(ALL), 7]) + 2
+    head = f"{'segment':<{seg_w}}{'traces':>7}{'labelled':>10}{'coverage':>10}"
+    w = max([len(n) for n in metrics] + [8]) + 2
+    out(head + "".join(f"{n:>{w}}" for n in metrics))
+    for seg, values in m.segments.items():
+        t, lab = cov.segments[seg]
+        out(f"{seg:<{seg_w}}{t:>7}{lab:>10}{_pct(cov.segment_share(seg)):>10}"
+            + "".join(f"{_num(values.get(n)):>{w}}" for n in metrics))
+    out(f"{ALL:<{seg_w}}{cov.traces:>7}{cov.labelled:>10}{_pct(cov.share):>10}"
+        + "".join(f"{_num(m.overall.get(n)):>{w}}" for n in metrics))
+    if report.segments_without_traces:
+        out("thresholds name segments with no trace: "
+            + ", ".join(report.segments_without_traces))
+    if report.ab is not None:
+        ab, other = report.ab, report.other
+        out(f"\nA/B: {ab.a} (A, {m.traces} traces) vs {ab.b} (B, {other.traces} traces, "
+            f"coverage {_pct(other.coverage.share)}); a win is B better than A on a query")
+        out(f"{'segment':<{seg_w}}{'metric':<14}{'pairs':>6}{'wins':>6}{'losses':>7}"
+            f"{'ties':>6}{'mean A':>9}{'mean B':>9}{'delta':>9}{'p':>8}")
+        for seg, per in ab.segments.items():
+            for metric, c in per.items():
+                delta = "-" if c.delta is None else f"{c.delta:+.4f}"
+                p = "-" if c.p_value is None else f"{c.p_value:.4f}"
+                out(f"{seg:<{seg_w}}{metric:<14}{c.pairs:>6}{c.wins:>6}{c.losses:>7}"
+                    f"{c.ties:>6}{_num(c.mean_a):>9}{_num(c.mean_b):>9}{delta:>9}{p:>8}")
+    if report.passed:
+        out("\nPASSED")
+    else:
+        out(f"\nFAILED: {len(report.failures)} miss(es)")
+        for f in report.failures:
+            out(f"  {f.describe()}")
+    return "\n".join(lines)
+
+
+def _md(text: object) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def replay_table_rows(report: ReplayReport) -> list[dict]:
+    """The metrics table artifact: one row per segment and ALL, A side."""
+    m = report.main
+    cov = m.coverage
+    missed: dict[str, list[str]] = {}
+    for f in report.failures:
+        missed.setdefault(f.segment, []).append(f.metric)
+    rows = []
+    for seg, values in [*m.segments.items(), (ALL, m.overall)]:
+        traces, labelled = (cov.traces, cov.labelled) if seg == ALL else cov.segments[seg]
+        rows.append({"segment": seg, "traces": traces, "labelled": labelled,
+                     "coverage": round(labelled / traces, 4) if traces else None,
+                     **{k: (None if v is None else round(v, 4)) for k, v in values.items()},
+                     "status": ("missed: " + ", ".join(missed[seg])) if seg in missed else "ok"})
+    return rows
+
+
+def replay_markdown(report: ReplayReport, *, run_id: str | None = None) -> str:
+    """report.md and the markdown artifact."""
+    m = report.main
+    cov = m.coverage
+    verdict = "PASSED" if report.passed else f"FAILED ({len(report.failures)} miss(es))"
+    parts = [f"# searcheval replay{f' {run_id}' if run_id else ''}: {verdict}\n",
+             f"- source: `{_md(m.source)}`" + (f", configuration `{_md(m.name)}`" if m.name
+                                               else ""),
+             f"- traces: {m.traces}, labelled {cov.labelled} (coverage {_pct(cov.share)}"
+             + (f", minimum {_pct(cov.min_coverage)}" if cov.min_coverage is not None else "")
+             + ")",
+             f"- labels: {m.labels['relevance_scores']} from relevance_scores, "
+             f"{m.labels['relevant_ids']} from relevant_ids, {m.labels['judgments']} from "
+             f"judgments, {m.labels['none']} unlabelled",
+             f"- bad lines skipped: {m.bad.count} of {m.bad.lines}"]
+    if m.stale is not None:
+        parts.append(f"- stale labels dropped: {m.stale.dropped} ({m.stale.traces} traces, "
+                     f"{m.stale.left_unlabelled} left unlabelled)")
+    if report.excluded:
+        parts.append(f"- traces of other configurations left out: {report.excluded}")
+    rows = replay_table_rows(report)
+    cols = ["segment", "traces", "labelled", "coverage", *report.metrics, "status"]
+    parts += ["\n## Segments\n", "| " + " | ".join(cols) + " |",
+              "|" + "---|" * len(cols)]
+    for row in rows:
+        cells = [_md(row["segment"]), str(row["traces"]), str(row["labelled"]),
+                 _pct(row["coverage"]), *(_num(row.get(c)) for c in report.metrics),
+                 _md(row["status"])]
+        parts.append("| " + " | ".join(cells) + " |")
+    if report.failures:
+        parts.append("\n## Missed floors\n")
+        parts += [f"- {_md(f.describe())}" for f in report.failures]
+    if report.segments_without_traces:
+        parts.append("\nThresholds name segments with no trace: "
+                     + ", ".join(_md(s) for s in report.segments_without_traces))
+    if report.ab is not None and report.other is not None:
+        ab = report.ab
+        parts += [f"\n## A/B: {_md(ab.a)} (A) vs {_md(ab.b)} (B)\n",
+                  f"B: {report.other.traces} traces, coverage "
+                  f"{_pct(report.other.coverage.share)}. A win is B better than A on a query; "
+                  "p: two-sided paired sign-flip test.\n",
+                  "| segment | metric | pairs | wins | losses | ties | mean A | mean B | delta "
+                  "| p |", "|---|---|---|---|---|---|---|---|---|---|"]
+        for seg, per in ab.segments.items():
+            for metric, c in per.items():
+                parts.append(
+                    f"| {_md(seg)} | {metric} | {c.pairs} | {c.wins} | {c.losses} | {c.ties} | "
+                    f"{_num(c.mean_a)} | {_num(c.mean_b)} | "
+                    f"{'-' if c.delta is None else f'{c.delta:+.4f}'} | "
+                    f"{'-' if c.p_value is None else f'{c.p_value:.4f}'} |")
+    return "\n".join(parts) + "\n"

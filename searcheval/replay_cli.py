@@ -1,18 +1,24 @@
-"""`searcheval replay` and `searcheval benchmark replay`.
+"""`searcheval replay`, `searcheval traces load` and `searcheval benchmark replay`.
 
-`searcheval replay --traces FILE [--traces-b FILE | --configurations A[,B]] [--thresholds FILE]
+`searcheval replay (--traces FILE [--traces-b FILE] | --from-db [--database-url URL])
+[--since TS] [--until TS] [--segment S] [--configurations A[,B]] [--thresholds FILE]
 [--catalog FILE] [--judgments FILE] [--queries FILE] [--metrics LIST] [--relevance-level N]
-[--max-grade N] [--max-bad-share S] [--per-trace] [--format table|json]`
+[--max-grade N] [--max-bad-share S] [--per-trace] [--output DIR] [--format table|json]`
 
 Exit 0: every floor met and coverage at or above its minimum; 1: a floor missed or coverage under
-its minimum; 2: refused input (one line on stderr).
+its minimum; 2: refused input (one line on stderr); 3: the database failed.
 
-This module imports `searcheval.cli` only inside functions: cli imports it for its COMMANDS list.
+`searcheval traces load FILE [--database-url URL]` upserts a JSONL file of traces into
+`search_traces` (validated as replay reads it; all of the file or nothing) and prints the counts.
+
+This is argparse glue: the work is in searcheval.replay, searcheval.traces and searcheval.store.
+It imports `searcheval.cli` only inside functions: cli imports it for its COMMANDS list.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from searcheval.errors import InputError
@@ -23,9 +29,18 @@ DEFAULT_METRICS = "ndcg@10,mrr,precision@10,recall@20,map"
 def add_replay(sub) -> None:
     """Register `searcheval replay`, and `replay` under `searcheval benchmark` when it exists."""
     p = sub.add_parser("replay", help="score recorded production traces without re-running search")
-    p.add_argument("--traces", required=True, type=Path,
-                   help="JSONL, one trace per line: {trace_id, ts, query, query_id?, segment, "
-                        "configuration?, retrieved_ids, relevant_ids?, relevance_scores?}")
+    src = p.add_mutually_exclusive_group(required=True)
+    src.add_argument("--traces", type=Path, default=None,
+                     help="JSONL, one trace per line: {trace_id, ts, query, query_id?, segment, "
+                          "configuration?, retrieved_ids, relevant_ids?, relevance_scores?}")
+    src.add_argument("--from-db", action="store_true",
+                     help="read the traces from the search_traces table (see `traces load`)")
+    p.add_argument("--database-url", help="with --from-db: Postgres (default: "
+                   "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    p.add_argument("--since", default=None, metavar="TS",
+                   help="only traces with ts >= TS (ISO 8601; UTC when no zone is given)")
+    p.add_argument("--until", default=None, metavar="TS", help="only traces with ts < TS")
+    p.add_argument("--segment", default=None, help="only the traces of this segment")
     p.add_argument("--traces-b", type=Path, default=None,
                    help="a second configuration's traces: A/B against --traces (A)")
     p.add_argument("--configurations", default=None, metavar="A[,B]",
@@ -56,6 +71,8 @@ def add_replay(sub) -> None:
                    help="random sign flips of the A/B paired test (default 10000)")
     p.add_argument("--seed", type=int, default=0, help="seed of the A/B paired test")
     p.add_argument("--per-trace", action="store_true", help="add per_trace values to the JSON")
+    p.add_argument("--output", type=Path, default=None,
+                   help="also write DIR/replay.json (the JSON) and DIR/report.md")
     p.add_argument("--format", choices=["table", "json"], default="table")
     p.set_defaults(handler=cmd_replay)
 
@@ -88,137 +105,107 @@ def cmd_benchmark_replay(args: argparse.Namespace) -> int:
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from searcheval.catalog import load_catalog, load_queries
-    from searcheval.cli import EXIT_OK, EXIT_TRIPPED, print_json
-    from searcheval.metrics import Settings, parse_metrics
-    from searcheval.replay import load_thresholds, query_index, replay, split_configurations
-    from searcheval.traces import read_traces
+    from searcheval.cli import EXIT_FAILED, EXIT_OK, EXIT_TRIPPED, print_json
+    from searcheval.database import DatabaseError
+    from searcheval.metrics import parse_metrics
+    from searcheval.replay import (choose_sides, load_references, replay, replay_document,
+                                   replay_settings, replay_source, replay_text,
+                                   write_replay_outputs)
+    from searcheval.traces import parse_time_bound
 
-    if args.max_grade < 1:
-        raise InputError(f"expected a top grade >= 1, got {args.max_grade}", field="max-grade")
-    if not 1 <= args.relevance_level <= args.max_grade:
-        raise InputError(f"expected a relevance level in 1..{args.max_grade}, got "
-                         f"{args.relevance_level}", field="relevance-level")
-    if not 0.0 <= args.max_bad_share <= 1.0:
-        raise InputError(f"expected a share in [0, 1], got {args.max_bad_share}",
-                         field="max-bad-share")
-    if args.permutations < 1:
-        raise InputError("expected at least 1 permutation", field="permutations")
-    if args.traces_b is not None and args.configurations:
-        raise InputError("--configurations splits one --traces file; with --traces-b each file "
-                         "is one side", field="configurations")
-    settings = Settings(gain=args.gain, relevance_level=args.relevance_level,
-                        no_relevant=args.no_relevant)
+    settings = replay_settings(gain=args.gain, relevance_level=args.relevance_level,
+                               no_relevant=args.no_relevant, max_grade=args.max_grade,
+                               max_bad_share=args.max_bad_share, permutations=args.permutations)
+    configurations = args.configurations.split(",") if args.configurations else None
+    replay_source(args.traces, args.traces_b, args.from_db, configurations)
     metrics = parse_metrics(args.metrics)
-    scale = (0, args.max_grade)
-    thresholds = load_thresholds(args.thresholds) if args.thresholds else None
-    catalog = {r.id for r in load_catalog(args.catalog)} if args.catalog else None
-    golden = load_queries(args.queries) if args.queries else None
-    index = query_index(golden) if golden else None
-    judgments = None
-    if args.judgments:
-        judgments = load_judgment_map(args.judgments, args.max_grade,
-                                      {q.id for q in golden} if golden else None)
-
-    table = read_traces(args.traces, grade_scale=scale, max_bad_share=args.max_bad_share)
-    excluded = 0
-    if args.traces_b is not None:
-        table_b = read_traces(args.traces_b, grade_scale=scale, max_bad_share=args.max_bad_share)
-        sides = [(side_name(table), table), (side_name(table_b), table_b)]
-        if sides[0][0] == sides[1][0]:
-            sides = [(str(args.traces), table), (str(args.traces_b), table_b)]
-    else:
-        names = [n.strip() for n in args.configurations.split(",") if n.strip()] \
-            if args.configurations else None
-        sides, excluded = split_configurations(table, names)
-    report = replay(sides, metrics=metrics, settings=settings, thresholds=thresholds,
-                    judgments=judgments, queries=index, catalog=catalog,
+    since = parse_time_bound(args.since, "since")
+    until = parse_time_bound(args.until, "until")
+    refs = load_references(thresholds=args.thresholds, catalog=args.catalog,
+                           judgments=args.judgments, queries=args.queries,
+                           max_grade=args.max_grade)
+    try:
+        table, table_b = read_sides(args, since, until)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    sides, excluded = choose_sides(table, table_b, configurations)
+    report = replay(sides, metrics=metrics, settings=settings, thresholds=refs.thresholds,
+                    judgments=refs.judgments, queries=refs.queries, catalog=refs.catalog,
                     permutations=args.permutations, seed=args.seed, excluded=excluded)
+    if args.output is not None:
+        write_replay_outputs(report, args.output, per_trace=args.per_trace)
     if args.format == "json":
-        print_json(report.to_dict(per_trace=args.per_trace))
+        print_json(replay_document(report, per_trace=args.per_trace))
     else:
-        print_report(report)
+        print(replay_text(report))
     return EXIT_OK if report.passed else EXIT_TRIPPED
 
 
-def side_name(table) -> str:
-    """A file's configuration when all its traces name the same one, else the file."""
-    codes = set(table.configuration.tolist())
-    if len(codes) == 1 and -1 not in codes:
-        return table.configurations[codes.pop()]
-    return table.source
+def read_sides(args: argparse.Namespace, since, until):
+    """The traces of `--traces` [and `--traces-b`], or of the database, selected."""
+    from searcheval.traces import read_traces, select_traces
+
+    scale = (0, args.max_grade)
+    if args.from_db:
+        from searcheval.database import open_database
+        from searcheval.store import load_trace_table
+
+        with open_database(args.database_url) as conn:
+            return load_trace_table(conn, since=since, until=until, segment=args.segment,
+                                    grade_scale=scale, max_bad_share=args.max_bad_share), None
+    tables = []
+    for path in (args.traces, args.traces_b):
+        if path is not None:
+            table = read_traces(path, grade_scale=scale, max_bad_share=args.max_bad_share)
+            tables.append(select_traces(table, since=since, until=until, segment=args.segment))
+    return tables[0], (tables[1] if len(tables) > 1 else None)
 
 
-def load_judgment_map(path: Path, max_grade: int,
-                      query_ids: set[str] | None) -> dict[str, dict[str, int]]:
-    """judgments.csv (the fixtures' format) by its .csv suffix, else TREC or BEIR qrels."""
-    from searcheval.catalog import load_judgments
-    from searcheval.judgments import load_qrels
-
-    if path.suffix.lower() == ".csv":
-        out: dict[str, dict[str, int]] = {}
-        for j in load_judgments(path, grade_scale=(0, max_grade), query_ids=query_ids):
-            out.setdefault(j.query_id, {})[j.doc_id] = j.grade
-        return out
-    return load_qrels(path, max_grade=max_grade)
+# --------------------------------------------------------------------------- traces load
 
 
-def _pct(share: float | None) -> str:
-    return "-" if share is None else f"{share:.1%}"
+def add_traces(sub) -> None:
+    """Register `searcheval traces load`."""
+    from searcheval.cli import _Parser
+
+    p = sub.add_parser("traces", help="recorded production traces in Postgres (search_traces)")
+    tsub = p.add_subparsers(dest="traces_command", required=True, parser_class=_Parser)
+    load = tsub.add_parser("load", help="upsert a JSONL file of traces by trace_id (all of the "
+                                        "file or nothing) and print the counts")
+    load.add_argument("file", type=Path, help="JSONL, one trace per line (as replay --traces)")
+    load.add_argument("--database-url", help="Postgres (default: SEARCHEVAL_DATABASE_URL, else "
+                      "the embedded server under .searcheval/)")
+    load.add_argument("--max-grade", type=int, default=3, help="grade scale 0..N (default 3)")
+    load.add_argument("--max-bad-share", type=float, default=0.01,
+                      help="bad lines skipped up to this share of the file, refused above "
+                           "(default 0.01)")
+    load.add_argument("--format", choices=["table", "json"], default="table")
+    load.set_defaults(handler=cmd_traces_load)
 
 
-def print_report(report) -> None:
-    from searcheval.cli import format_value
-    from searcheval.replay import ALL
+def cmd_traces_load(args: argparse.Namespace) -> int:
+    from searcheval.cli import EXIT_FAILED, EXIT_OK, print_json
+    from searcheval.database import DatabaseError, open_database
+    from searcheval.store import ingest_traces
 
-    m = report.main
-    cov = m.coverage
-    name = f" [{m.name}]" if m.name else ""
-    floor = f", min {_pct(cov.min_coverage)}" if cov.min_coverage is not None else ""
-    print(f"replay of {m.source}{name}: {m.traces} traces, {cov.labelled} labelled "
-          f"(coverage {_pct(cov.share)}{floor})")
-    print(f"labels: {m.labels['relevance_scores']} from relevance_scores, "
-          f"{m.labels['relevant_ids']} from relevant_ids, {m.labels['judgments']} from judgments, "
-          f"{m.labels['none']} unlabelled")
-    if m.stale is not None:
-        print(f"stale labels dropped: {m.stale.dropped} ({m.stale.traces} traces, "
-              f"{m.stale.left_unlabelled} left unlabelled)")
-    bad = m.bad
-    print(f"bad lines skipped: {bad.count} of {bad.lines} lines"
-          + ("" if not bad.first else " (" + "; ".join(f"line {b.line}: {b.reason}"
-                                                       for b in bad.first) + ")"))
-    if report.excluded:
-        print(f"traces of other configurations left out: {report.excluded}")
-    metrics = report.metrics
-    seg_w = max([len(s) for s in m.segments] + [len(ALL), 7]) + 2
-    head = f"{'segment':<{seg_w}}{'traces':>7}{'labelled':>10}{'coverage':>10}"
-    w = max([len(n) for n in metrics] + [8]) + 2
-    print(head + "".join(f"{n:>{w}}" for n in metrics))
-    for seg, values in m.segments.items():
-        t, lab = cov.segments[seg]
-        print(f"{seg:<{seg_w}}{t:>7}{lab:>10}{_pct(cov.segment_share(seg)):>10}"
-              + "".join(f"{format_value(values.get(n)):>{w}}" for n in metrics))
-    print(f"{ALL:<{seg_w}}{cov.traces:>7}{cov.labelled:>10}{_pct(cov.share):>10}"
-          + "".join(f"{format_value(m.overall.get(n)):>{w}}" for n in metrics))
-    if report.segments_without_traces:
-        print("thresholds name segments with no trace: "
-              + ", ".join(report.segments_without_traces))
-    if report.ab is not None:
-        ab, other = report.ab, report.other
-        print(f"\nA/B: {ab.a} (A, {m.traces} traces) vs {ab.b} (B, {other.traces} traces, "
-              f"coverage {_pct(other.coverage.share)}); a win is B better than A on a query")
-        print(f"{'segment':<{seg_w}}{'metric':<14}{'pairs':>6}{'wins':>6}{'losses':>7}"
-              f"{'ties':>6}{'mean A':>9}{'mean B':>9}{'delta':>9}{'p':>8}")
-        for seg, per in ab.segments.items():
-            for metric, c in per.items():
-                delta = "-" if c.delta is None else f"{c.delta:+.4f}"
-                p = "-" if c.p_value is None else f"{c.p_value:.4f}"
-                print(f"{seg:<{seg_w}}{metric:<14}{c.pairs:>6}{c.wins:>6}{c.losses:>7}"
-                      f"{c.ties:>6}{format_value(c.mean_a):>9}{format_value(c.mean_b):>9}"
-                      f"{delta:>9}{p:>8}")
-    if report.passed:
-        print("\nPASSED")
-    else:
-        print(f"\nFAILED: {len(report.failures)} miss(es)")
-        for f in report.failures:
-            print(f"  {f.describe()}")
+    if args.max_grade < 1:
+        raise InputError(f"expected a top grade >= 1, got {args.max_grade}", field="max-grade")
+    try:
+        with open_database(args.database_url) as conn:
+            counts = ingest_traces(conn, args.file, grade_scale=(0, args.max_grade),
+                                   max_bad_share=args.max_bad_share)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    if args.format == "json":
+        print_json(counts)
+        return EXIT_OK
+    bad = counts["bad_lines"]
+    print(f"{counts['file']}: {counts['traces']} traces loaded, {bad['count']} bad line(s) of "
+          f"{bad['lines']} skipped"
+          + ("" if not bad["first"] else " (" + "; ".join(
+              f"line {b['line']}: {b['reason']}" for b in bad["first"]) + ")"))
+    print(f"inserted {counts['inserted']}, updated {counts['updated']}, unchanged "
+          f"{counts['unchanged']}; search_traces holds {counts['stored']} traces")
+    return EXIT_OK

@@ -194,3 +194,113 @@ FROM eval_query_results
 WHERE run_id = %(run_id)s
 ORDER BY configuration, query_id, metric
 """
+
+# =========================================================================== traces (replay)
+# Recorded production traces (migrations/002_traces.sql) and the replay history. Owned by the
+# replay issue; statements above this line belong to the nightly evaluation.
+
+#: (traces lock class, 0): two loads of traces wait for each other, so their counts add up.
+TRACES_LOCK_CLASS = 0x5452
+
+TRACES_LOCK = "SELECT pg_advisory_xact_lock(%(lock_class)s, 0)"
+
+#: Staging table of one load; dropped when its transaction ends.
+CREATE_TRACES_STAGING = """
+CREATE TEMP TABLE search_traces_staging (
+    trace_id         text NOT NULL,
+    ts               timestamptz NOT NULL,
+    query            text NOT NULL,
+    query_id         text,
+    segment          text NOT NULL,
+    configuration    text,
+    retrieved_ids    text[] NOT NULL,
+    relevant_ids     text[],
+    relevance_scores jsonb
+) ON COMMIT DROP
+"""
+
+#: Column order of COPY_TRACES_STAGING and its binary types.
+TRACE_COPY_TYPES = ("text", "timestamptz", "text", "text", "text", "text", "text[]", "text[]",
+                    "jsonb")
+
+COPY_TRACES_STAGING = """
+COPY search_traces_staging (trace_id, ts, query, query_id, segment, configuration, retrieved_ids,
+                            relevant_ids, relevance_scores) FROM STDIN (FORMAT BINARY)
+"""
+
+ANALYZE_TRACES_STAGING = "ANALYZE search_traces_staging"
+
+COUNT_STAGED_TRACES_STORED = """
+SELECT count(*) FROM search_traces_staging s JOIN search_traces t USING (trace_id)
+"""
+
+#: Rows affected = inserted + changed; a row equal to the stored one is left alone (its
+#: ingested_at too). jsonb compares as a value, so key order does not make a change.
+UPSERT_TRACES_FROM_STAGING = """
+INSERT INTO search_traces AS t (trace_id, ts, query, query_id, segment, configuration,
+                                retrieved_ids, relevant_ids, relevance_scores)
+SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
+       relevance_scores
+FROM search_traces_staging
+ON CONFLICT (trace_id) DO UPDATE SET
+    ts = EXCLUDED.ts,
+    query = EXCLUDED.query,
+    query_id = EXCLUDED.query_id,
+    segment = EXCLUDED.segment,
+    configuration = EXCLUDED.configuration,
+    retrieved_ids = EXCLUDED.retrieved_ids,
+    relevant_ids = EXCLUDED.relevant_ids,
+    relevance_scores = EXCLUDED.relevance_scores,
+    ingested_at = now()
+WHERE (t.ts, t.query, t.query_id, t.segment, t.configuration, t.retrieved_ids, t.relevant_ids,
+       t.relevance_scores)
+      IS DISTINCT FROM
+      (EXCLUDED.ts, EXCLUDED.query, EXCLUDED.query_id, EXCLUDED.segment, EXCLUDED.configuration,
+       EXCLUDED.retrieved_ids, EXCLUDED.relevant_ids, EXCLUDED.relevance_scores)
+"""
+
+COUNT_TRACES = "SELECT count(*) FROM search_traces"
+
+#: Traces with since <= ts < until in a segment; a NULL bound or segment selects all. Ordered by
+#: (ts, trace_id) so that every read of the same rows gives the same table. Read through a
+#: server-side cursor (the parameters are bound per execution, so the planner sees the NULLs).
+SELECT_TRACES = """
+SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
+       relevance_scores
+FROM search_traces
+WHERE (%(since)s::timestamptz IS NULL OR ts >= %(since)s::timestamptz)
+  AND (%(until)s::timestamptz IS NULL OR ts < %(until)s::timestamptz)
+  AND (%(segment)s::text IS NULL OR segment = %(segment)s::text)
+ORDER BY ts, trace_id
+"""
+
+#: Name of the server-side cursor of SELECT_TRACES.
+TRACES_CURSOR = "searcheval_traces"
+
+INSERT_REPLAY_RUN = """
+INSERT INTO replay_runs (run_id, flow_run_id, started_at, finished_at, source, configuration,
+                         traces, labelled, coverage, min_coverage, passed, input_hashes, summary)
+VALUES (%(run_id)s, %(flow_run_id)s, %(started_at)s, %(finished_at)s, %(source)s,
+        %(configuration)s, %(traces)s, %(labelled)s, %(coverage)s, %(min_coverage)s, %(passed)s,
+        %(input_hashes)s, %(summary)s)
+"""
+
+INSERT_REPLAY_METRIC = """
+INSERT INTO replay_metrics (run_id, configuration, segment, metric, value, n, threshold)
+VALUES (%(run_id)s, %(configuration)s, %(segment)s, %(metric)s, %(value)s, %(n)s, %(threshold)s)
+"""
+
+SELECT_LAST_REPLAY_RUNS = """
+SELECT run_id, flow_run_id, started_at, finished_at, source, configuration, traces, labelled,
+       coverage, min_coverage, passed, input_hashes, summary
+FROM replay_runs
+ORDER BY started_at DESC, run_id DESC
+LIMIT %(n)s
+"""
+
+SELECT_REPLAY_METRICS = """
+SELECT run_id, configuration, segment, metric, value, n, threshold
+FROM replay_metrics
+WHERE run_id = %(run_id)s
+ORDER BY configuration, segment, metric
+"""

@@ -1,15 +1,23 @@
 """Small statistics for small query sets: bootstrap intervals and a paired randomization test.
 
 Both are vectorized with numpy and seeded, so a report is reproducible run to run.
+
+The paired randomization (sign-flip) test has one implementation, `sign_flip_pvalues`, used by the
+gate (`paired_randomization_test`, one metric) and by replay's A/B (many metrics at once). Its
+convention: two-sided, statistic |sum of differences| (the mean's, for a fixed number of pairs);
+with at most `EXACT_UP_TO` pairs every sign pattern is enumerated and p = (patterns at least as
+extreme) / 2^n, exact; beyond, `permutations` random patterns from `seed` give
+p = (hits + 1) / (permutations + 1), which never reports 0 for a finite sample.
 """
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-EXACT_UP_TO = 16  # queries; 2^16 sign patterns are enumerated exactly, more are sampled
+from searcheval.errors import InputError
+
+EXACT_UP_TO = 16  # pairs; 2^16 sign patterns are enumerated exactly, more are sampled
+DEFAULT_PERMUTATIONS = 10_000
 
 
 def bootstrap_ci(values: np.ndarray, *, resamples: int = 2000, confidence: float = 0.95,
@@ -26,13 +34,54 @@ def bootstrap_ci(values: np.ndarray, *, resamples: int = 2000, confidence: float
     return float(lo), float(hi)
 
 
-def paired_randomization_test(before: np.ndarray, after: np.ndarray, *, permutations: int = 10000,
+def sign_flip_pvalues(diffs: np.ndarray, *, permutations: int = DEFAULT_PERMUTATIONS,
+                      seed: int = 0) -> np.ndarray:
+    """Two-sided paired sign-flip p-value of each column of `diffs` (pairs x tests).
+
+    See the module docstring for the convention. Random patterns are shared by all columns. A
+    NaN difference counts as zero, which is the same as leaving the pair out (a zero is as
+    extreme under either sign); a column of zeros (all ties) gets p = 1; no rows give NaN.
+    """
+    d = np.nan_to_num(np.asarray(diffs, dtype=np.float64).reshape(len(diffs), -1))
+    n, m = d.shape
+    if n == 0:
+        return np.full(m, np.nan)
+    total = d.sum(axis=0)
+    observed = np.abs(total)
+    # floating-point noise must not split patterns that are exactly as extreme
+    tol = 1e-9 * (np.abs(d).sum(axis=0) + 1.0)
+    hits = np.zeros(m, dtype=np.int64)
+    if n <= EXACT_UP_TO:
+        count = 2 ** n
+        chunk = max(1, 2 ** 20 // n)
+        for start in range(0, count, chunk):
+            codes = np.arange(start, min(start + chunk, count))
+            bits = ((codes[:, None] >> np.arange(n)) & 1).astype(np.float64)
+            hits += (np.abs(2.0 * bits @ d - total) >= observed - tol).sum(axis=0)
+        return hits / count
+    if permutations < 1:
+        raise InputError(f"expected at least 1 permutation, got {permutations}",
+                         field="permutations")
+    rng = np.random.default_rng(seed)
+    chunk = max(1, min(permutations, 4_000_000 // n))
+    done = 0
+    while done < permutations:
+        c = min(chunk, permutations - done)
+        raw = rng.integers(0, 256, size=(c, (n + 7) // 8), dtype=np.uint8)
+        bits = np.unpackbits(raw, axis=1, count=n).astype(np.float64)
+        # sum of s_i d_i with s_i = 2 bit_i - 1
+        hits += (np.abs(2.0 * bits @ d - total) >= observed - tol).sum(axis=0)
+        done += c
+    return (hits + 1) / (permutations + 1)
+
+
+def paired_randomization_test(before: np.ndarray, after: np.ndarray, *,
+                              permutations: int = DEFAULT_PERMUTATIONS,
                               seed: int = 0) -> float | None:
     """Two-sided p-value that the mean paired difference `after - before` is zero.
 
-    Under the null each query's difference is as likely to have either sign. With up to
-    `EXACT_UP_TO` queries every sign pattern is enumerated (an exact test); beyond that,
-    `permutations` random patterns are drawn. Pairs with a NaN side are dropped.
+    Under the null each query's difference is as likely to have either sign (see the module
+    docstring for exact vs sampled). Pairs with a NaN side are dropped; None when none is left.
     """
     a = np.asarray(before, dtype=np.float64)
     b = np.asarray(after, dtype=np.float64)
@@ -40,12 +89,4 @@ def paired_randomization_test(before: np.ndarray, after: np.ndarray, *, permutat
     diff = (b - a)[keep]
     if diff.size == 0:
         return None
-    observed = abs(diff.mean())
-    if diff.size <= EXACT_UP_TO:
-        signs = np.array(list(itertools.product((1.0, -1.0), repeat=diff.size)))
-    else:
-        rng = np.random.default_rng(seed)
-        signs = rng.choice((1.0, -1.0), size=(permutations, diff.size))
-    null = np.abs((signs * diff).mean(axis=1))
-    # the tolerance keeps floating-point noise from splitting patterns that are exactly as extreme
-    return float(np.mean(null >= observed - 1e-12))
+    return float(sign_flip_pvalues(diff[:, None], permutations=permutations, seed=seed)[0])

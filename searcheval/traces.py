@@ -5,8 +5,11 @@ relevant_ids?: [...], relevance_scores?: {doc_id: grade}}`; other fields are ign
 holds one trace per line.
 
 Every source of traces goes through the same two steps: `parse_trace` validates one record (a dict)
-into a `Trace`, and `TraceTable.from_traces` packs Trace objects into columns. `read_traces` is the
-JSONL source; a database source only has to yield Trace objects (or dicts for `parse_trace`).
+into a `Trace`, and `TraceTable.from_traces` (or the `TraceBuilder` under it) packs Trace objects
+into columns. `read_traces` is the JSONL source (`iter_trace_file` streams its valid traces, for
+`searcheval traces load`); the database source (`searcheval.store.load_trace_table`) passes its
+rows through `iter_trace_records`, which applies the same bad-record rule. `select_traces` keeps a
+time window and a segment of a table.
 
 A `TraceTable` is columnar so that a million traces fit in memory: document ids, segments, query
 texts and configurations are interned into integer codes, and the ragged lists (`retrieved_ids`,
@@ -149,6 +152,8 @@ def _text(obj: dict, key: str, *, required: bool = True) -> str | None:
 
 
 def _timestamp(value: Any) -> datetime:
+    if isinstance(value, datetime):  # a database row's timestamptz
+        return value if value.tzinfo else value.replace(tzinfo=timezone.utc)
     if not isinstance(value, str) or not value.strip():
         raise TraceError("ts", f"expected an ISO 8601 timestamp, got {value!r}")
     try:
@@ -312,9 +317,15 @@ class TraceTable:
             doc_vocab=self.doc_vocab, bad=self.bad)
 
     @classmethod
-    def from_traces(cls, traces: Iterable[Trace], source: str = "<traces>") -> "TraceTable":
-        """Pack validated traces (from any source) into a table. Repeated trace ids are refused."""
+    def from_traces(cls, traces: Iterable[Trace], source: str = "<traces>", *,
+                    bad: BadLines | None = None) -> "TraceTable":
+        """Pack validated traces (from any source) into a table. Repeated trace ids are refused.
+
+        `bad` is the source's bad-record count (e.g. from `iter_trace_records`), kept on the
+        table for reports; it is read after `traces` is exhausted."""
         builder = TraceBuilder(source)
+        if bad is not None:
+            builder.bad = bad
         for number, trace in enumerate(traces, start=1):
             first = builder.first_line_of(trace.trace_id)
             if first is not None:
@@ -409,24 +420,52 @@ class TraceBuilder:
 # --------------------------------------------------------------------------- the JSONL source
 
 
-def read_traces(
-    path: str | Path,
-    *,
-    grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
-    max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
-) -> TraceTable:
-    """Stream a JSONL file of traces into a TraceTable (see the module docstring for bad lines)."""
-    path = Path(path)
-    if not 0.0 <= max_bad_share <= 1.0:
+def check_read_options(grade_scale: tuple[int, int], max_bad_share: float) -> None:
+    if isinstance(max_bad_share, bool) or not isinstance(max_bad_share, (int, float)) \
+            or not 0.0 <= max_bad_share <= 1.0:
         raise InputError(f"expected a share in [0, 1], got {max_bad_share}", field="max_bad_share")
     lo, hi = grade_scale
     if lo > hi:
         raise InputError(f"expected a grade scale lo..hi with lo <= hi, got {lo}..{hi}",
                          field="grade_scale")
-    builder = TraceBuilder(str(path))
-    bad = builder.bad
+
+
+def check_bad_share(bad: BadLines, source: str | Path, *, valid: int, unit: str = "lines",
+                    empty: str = "the file holds no trace") -> None:
+    """The bad-line rule, once a source is read: refuse it when it holds nothing, when its bad
+    share is above `bad.max_share`, or when no valid trace is left."""
+    if bad.lines == 0:
+        raise InputError(empty, file=source)
+    if bad.count and bad.share > bad.max_share:
+        first = bad.first[0]
+        raise InputError(
+            f"{bad.count} of {bad.lines} {unit} are bad ({bad.share:.1%}, more than the "
+            f"{bad.max_share:.1%} allowed); first, {unit[:-1]} {first.line}: {first.reason}",
+            file=source)
+    if not valid:
+        raise InputError(f"{empty.replace('no trace', 'no valid trace')}", file=source)
+
+
+def iter_trace_file(
+    path: str | Path,
+    *,
+    grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
+    max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
+    bad: BadLines | None = None,
+    seen: dict[str, int] | None = None,
+) -> Iterator[tuple[int, Trace]]:
+    """The valid traces of a JSONL file with their line numbers, streamed.
+
+    Bad lines (see the module docstring) are counted in `bad` and skipped; a repeated trace_id
+    is a bad line (`seen` maps the ids yielded so far to their lines). The bad-line rule is
+    applied when the file is exhausted: the last `next()` raises InputError if it is broken, so
+    a consumer that writes as it reads (e.g. inside a transaction) can roll back. The options
+    are checked and the file opened at once, before the first `next()`.
+    """
+    path = Path(path)
+    check_read_options(grade_scale, max_bad_share)
+    bad = bad if bad is not None else BadLines()
     bad.max_share = max_bad_share
-    loads = json.loads
     try:
         fh = open(path, "r", encoding="utf-8")
     except FileNotFoundError:
@@ -434,6 +473,13 @@ def read_traces(
     except OSError as exc:
         raise InputError(f"cannot read the file ({exc.__class__.__name__}: {exc})",
                          file=path) from None
+    return _scan_file(fh, path, grade_scale, bad, {} if seen is None else seen)
+
+
+def _scan_file(fh, path: Path, grade_scale: tuple[int, int], bad: BadLines,
+               seen: dict[str, int]) -> Iterator[tuple[int, Trace]]:
+    loads = json.loads
+    valid = 0
     with fh:
         line_no = 0
         try:
@@ -449,25 +495,113 @@ def read_traces(
                 except TraceError as exc:
                     bad.add(line_no, str(exc))
                     continue
-                first = builder.first_line_of(trace.trace_id)
+                first = seen.get(trace.trace_id)
                 if first is not None:
                     bad.add(line_no, f"field 'trace_id': duplicate {trace.trace_id!r} "
                                      f"(first at line {first})")
                     continue
-                builder.add(trace, line_no)
+                seen[trace.trace_id] = line_no
+                valid += 1
+                yield line_no, trace
         except UnicodeDecodeError as exc:
             raise InputError(f"not UTF-8 text ({exc.reason})", file=path,
                              line=line_no + 1) from None
-    if bad.lines == 0:
-        raise InputError("the file holds no trace", file=path)
-    if bad.count and bad.share > max_bad_share:
-        first = bad.first[0]
-        raise InputError(
-            f"{bad.count} of {bad.lines} lines are bad ({bad.share:.1%}, more than the "
-            f"{max_bad_share:.1%} allowed); first, line {first.line}: {first.reason}", file=path)
-    if not builder.trace_ids:
-        raise InputError("the file holds no valid trace", file=path)
+    check_bad_share(bad, path, valid=valid)
+
+
+def read_traces(
+    path: str | Path,
+    *,
+    grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
+    max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
+) -> TraceTable:
+    """Stream a JSONL file of traces into a TraceTable (see the module docstring for bad lines)."""
+    builder = TraceBuilder(str(Path(path)))
+    for line_no, trace in iter_trace_file(path, grade_scale=grade_scale,
+                                          max_bad_share=max_bad_share, bad=builder.bad,
+                                          seen=builder._seen):
+        builder.add(trace, line_no)
     return builder.build()
+
+
+def iter_trace_records(
+    records: Iterable[Any],
+    *,
+    source: str,
+    grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
+    max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
+    bad: BadLines | None = None,
+    empty: str = "no trace",
+) -> Iterator[Trace]:
+    """Records (dicts, e.g. database rows) validated through `parse_trace`, streamed.
+
+    A record that is not a valid trace is a bad record, counted in `bad` by its number (1-based,
+    in `records` order) with its trace_id, and skipped; the bad-line rule applies, with the
+    message's unit 'records', when `records` is exhausted (so the last `next()` may raise).
+    `empty` is the message when there is no record at all.
+    """
+    check_read_options(grade_scale, max_bad_share)
+    bad = bad if bad is not None else BadLines()
+    bad.max_share = max_bad_share
+    return _scan_records(records, source, grade_scale, bad, empty)
+
+
+def _scan_records(records: Iterable[Any], source: str, grade_scale: tuple[int, int],
+                  bad: BadLines, empty: str) -> Iterator[Trace]:
+    valid = 0
+    for number, record in enumerate(records, start=1):
+        bad.lines += 1
+        try:
+            trace = parse_trace(record, grade_scale=grade_scale)
+        except TraceError as exc:
+            tid = record.get("trace_id") if isinstance(record, dict) else None
+            bad.add(number, f"trace_id {tid!r}: {exc}" if tid is not None else str(exc))
+            continue
+        valid += 1
+        yield trace
+    check_bad_share(bad, source, valid=valid, unit="records", empty=empty)
+
+
+def parse_time_bound(value: str | datetime | None, field_name: str) -> datetime | None:
+    """A --since / --until bound: an ISO 8601 timestamp (UTC when it names no zone), or None."""
+    if value is None or (isinstance(value, str) and not value.strip()):
+        return None
+    try:
+        return _timestamp(value)
+    except TraceError as exc:
+        raise InputError(exc.message, field=field_name) from None
+
+
+def select_traces(table: TraceTable, *, since: datetime | None = None,
+                  until: datetime | None = None, segment: str | None = None) -> TraceTable:
+    """The traces with since <= ts < until in `segment` (each bound optional); the table itself
+    when nothing is asked. Refused when nothing is left."""
+    if since is None and until is None and segment is None:
+        return table
+    keep = np.ones(len(table), dtype=bool)
+    if since is not None:
+        keep &= table.ts >= (since - _EPOCH).total_seconds()
+    if until is not None:
+        keep &= table.ts < (until - _EPOCH).total_seconds()
+    if segment is not None:
+        code = table.segments.index(segment) if segment in table.segments else -1
+        keep &= table.segment == code
+    if not keep.any():
+        raise InputError(f"no trace matches {describe_selection(since, until, segment)}",
+                         file=table.source)
+    return table.select(keep)
+
+
+def describe_selection(since: datetime | None, until: datetime | None,
+                       segment: str | None) -> str:
+    parts = []
+    if since is not None:
+        parts.append(f"ts >= {since.isoformat()}")
+    if until is not None:
+        parts.append(f"ts < {until.isoformat()}")
+    if segment is not None:
+        parts.append(f"segment = {segment!r}")
+    return " and ".join(parts) or "every trace"
 
 
 # --------------------------------------------------------------------------- ragged helpers

@@ -50,9 +50,10 @@ def table_names(conn) -> set[str]:
 
 def test_migrations_apply_once_and_are_recorded(new_database):
     with database.connect(new_database("migrate")) as conn:
-        assert database.migrate(conn) == ["001_initial.sql"]
+        shipped = database.migrations()
+        assert database.migrate(conn) == [m.name for m in shipped]  # 001_initial, 002_traces
         assert database.migrate(conn) == []
-        assert database.applied_migrations(conn) == [1]
+        assert database.applied_migrations(conn) == [m.version for m in shipped]
         assert {"schema_migrations", "resources", "embeddings", "doc_vectors", "eval_runs",
                 "eval_metrics", "eval_query_results"} <= table_names(conn)
         assert "traces" not in table_names(conn)
@@ -68,11 +69,11 @@ def test_upgrade_applies_only_the_new_migration_and_keeps_rows(new_database, mon
         database.migrate(conn)
         store.save_catalog(conn, "kept", [resource("a"), resource("b")])
         shipped = database.migrations()
-        upgrade = Migration(2, "002_test_upgrade.sql",
+        upgrade = Migration(99, "099_test_upgrade.sql",
                             "ALTER TABLE resources ADD COLUMN note text DEFAULT 'new';")
         monkeypatch.setattr(database, "migrations", lambda: shipped + [upgrade])
-        assert database.migrate(conn) == ["002_test_upgrade.sql"]
-        assert database.applied_migrations(conn) == [1, 2]
+        assert database.migrate(conn) == ["099_test_upgrade.sql"]
+        assert database.applied_migrations(conn) == [m.version for m in shipped] + [99]
         rows = conn.execute("SELECT id, note FROM resources WHERE catalog = 'kept' ORDER BY id"
                             ).fetchall()
         assert rows == [("a", "new"), ("b", "new")]
@@ -93,7 +94,7 @@ def test_two_concurrent_migrations_apply_once(new_database):
         t.start()
     for t in threads:
         t.join()
-    assert sorted(results) == [[], ["001_initial.sql"]]
+    assert sorted(results) == [[], [m.name for m in database.migrations()]]
 
 
 def test_a_failing_migration_leaves_nothing_applied(new_database, monkeypatch):
@@ -381,7 +382,7 @@ def test_embedded_server_starts_once_for_two_processes_in_a_long_directory():
         socket_dir = Path(conninfo_to_dict(url)["host"])
         assert len(str(socket_dir)) < 80 and not socket_dir.is_relative_to(cwd)
         with database.connect(url) as conn:
-            assert database.applied_migrations(conn) == [1]
+            assert database.applied_migrations(conn) == [m.version for m in database.migrations()]
     finally:
         stopped = database.stop_embedded(cwd / ".searcheval" / "pg")
         shutil.rmtree(base, ignore_errors=True)

@@ -9,10 +9,10 @@ from searcheval.catalog import Query
 from searcheval.errors import InputError
 from searcheval.metrics import Settings
 from searcheval.replay import (ALL, FROM_JUDGMENTS, Coverage, Failure, check_thresholds,
-                               compare_configurations, measure_coverage, paired_randomization_test,
-                               parse_thresholds, query_index, replay, resolve_labels,
-                               score_traces, sign_flip_pvalues, split_configurations,
-                               summarize_segments)
+                               compare_configurations, measure_coverage, parse_thresholds,
+                               query_index, replay, resolve_labels, score_traces,
+                               split_configurations, summarize_segments)
+from searcheval.stats import paired_randomization_test, sign_flip_pvalues
 from searcheval.traces import FROM_IDS, FROM_SCORES, NO_LABELS, TraceTable, parse_trace
 
 METRICS = ["ndcg@10", "mrr", "precision@2", "recall@20", "map"]
@@ -205,23 +205,41 @@ def test_check_thresholds_lists_every_miss():
 # --------------------------------------------------------------------------- A/B
 
 
+def p_of(differences, **kw):
+    """The shared paired test (searcheval.stats) on one list of differences."""
+    d = np.asarray(differences, dtype=np.float64)
+    return paired_randomization_test(np.zeros(d.size), d, **kw)
+
+
 def test_paired_test_exact_when_every_sign_flip_fits():
-    assert paired_randomization_test([1, 1, 1]) == 2 / 2**3
-    assert paired_randomization_test([2, 1, 1]) == 2 / 2**3  # |±2±1±1| >= 4 only for ++ and --
-    assert paired_randomization_test([1, -1]) == 4 / 4
-    assert paired_randomization_test([0.0, 0.0]) == 1.0
-    assert paired_randomization_test([]) is None
+    assert p_of([1, 1, 1]) == 2 / 2**3
+    assert p_of([2, 1, 1]) == 2 / 2**3  # |±2±1±1| >= 4 only for ++ and --
+    assert p_of([1, -1]) == 4 / 4
+    assert p_of([0.0, 0.0]) == 1.0
+    assert p_of([]) is None
+    # 16 pairs are still enumerated: 13 ones and 3 ties, only all-plus and all-minus on the
+    # ones reach |13|, times the 2**3 free signs of the ties
+    assert p_of([1.0] * 13 + [0.0] * 3) == 2 * 2**3 / 2**16
 
 
 def test_paired_test_random_flips_fixed_seed():
-    d = [1.0] * 20  # 2**20 sign flips > 10,000: sampled; only ++..+ and --..- reach |20|
-    p = paired_randomization_test(d, seed=0)
+    d = [1.0] * 20  # 20 > 16 pairs: sampled; only ++..+ and --..- reach |20|
+    p = p_of(d, seed=0)
     assert p == (0 + 1) / (10_000 + 1)
-    assert paired_randomization_test(d, seed=0) == p
-    # 13 ones and a tie: exact p = 2 * 2 / 2**14 = 2**-12; the sample estimates it
-    assert abs(paired_randomization_test([1.0] * 13 + [0.0]) - 2**-12) < 1e-3
+    assert p_of(d, seed=0) == p
+    # 17 ones: exact p = 2 / 2**17; the estimate of 10,000 flips is (hits + 1) / 10,001
+    assert abs(p_of([1.0] * 17) - 2 / 2**17) < 1e-3
     both = sign_flip_pvalues(np.array([[1.0, 1.0], [1.0, -1.0], [1.0, 1.0]]))
     assert both.tolist() == [2 / 8, 8 / 8]
+    # a NaN difference is a left-out pair: same p as without it
+    assert sign_flip_pvalues(np.array([[1.0], [np.nan], [1.0]])).tolist() == [2 / 4]
+
+
+def test_the_gate_and_the_ab_share_one_statistic():
+    import searcheval.replay as replay_module
+
+    assert replay_module.sign_flip_pvalues is sign_flip_pvalues
+    assert not hasattr(replay_module, "paired_randomization_test")
 
 
 def ab_tables():

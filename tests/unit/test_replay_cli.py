@@ -191,3 +191,31 @@ def test_benchmark_replay_is_registered_and_runs_small(capsys):
     assert code == 0
     assert "peak memory (ru_maxrss):" in out
     assert "agreement with the engine on plain dicts: max |difference| = 0.0e+00" in out
+
+
+def test_output_writes_the_json_and_the_report(simple, capsys):
+    tmp_path, traces = simple
+    code, out, _ = run(capsys, "--traces", traces, "--metrics", "mrr", "--output",
+                       tmp_path / "out", "--format", "json")
+    assert code == 0
+    assert json.loads((tmp_path / "out" / "replay.json").read_text()) == json.loads(out)
+    assert (tmp_path / "out" / "report.md").read_text().startswith("# searcheval replay: PASSED")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--from-db", "--traces", "t.jsonl"], "argument --traces: not allowed with argument "
+                                           "--from-db"),
+    ([], "one of the arguments --traces --from-db is required"),
+])
+def test_one_source_exactly_usage_errors(capsys, args, message):
+    with pytest.raises(SystemExit) as exit_:
+        main(["replay", *args])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and err == f"searcheval: {message}\n"
+
+
+def test_from_db_has_no_second_file(capsys):
+    code, out, err = run(capsys, "--from-db", "--traces-b", "b.jsonl")
+    assert code == 2 and out == ""
+    assert err.startswith("searcheval: field 'traces-b': --traces-b is a second file against "
+                          "--traces; with --from-db split the table with --configurations")

@@ -188,3 +188,64 @@ def test_table_from_traces_refuses_a_repeated_trace_id():
 
 def test_normalize_query():
     assert normalize_query("  Email   VALIDATION ") == "email validation"
+
+
+# --------------------------------------------------------------------------- streamed sources
+
+
+def test_the_file_stream_yields_as_it_reads_and_refuses_at_the_end(tmp_path):
+    from searcheval.traces import BadLines, iter_trace_file
+
+    path = write_lines(tmp_path, good_lines(2) + ["{"])  # 1 bad of 3 > 1 %
+    bad = BadLines()
+    stream = iter_trace_file(path, bad=bad)
+    assert [(n, t.trace_id) for n, t in (next(stream), next(stream))] == [(1, "t0"), (2, "t1")]
+    with pytest.raises(InputError, match=r"1 of 3 lines are bad \(33\.3%"):
+        next(stream)
+    assert (bad.count, bad.lines) == (1, 3)
+    # the options and the file are checked before the first next()
+    with pytest.raises(InputError, match="file not found"):
+        iter_trace_file(tmp_path / "absent.jsonl")
+    with pytest.raises(InputError, match="expected a share in"):
+        iter_trace_file(path, max_bad_share=-0.1)
+
+
+def test_records_are_validated_like_lines_with_their_trace_id():
+    from searcheval.traces import BadLines, iter_trace_records
+
+    records = [record(trace_id=f"t{i}") for i in range(3)] + [record(trace_id="x", query=" ")]
+    bad = BadLines()
+    with pytest.raises(InputError) as err:
+        list(iter_trace_records(records, source="db", bad=bad))
+    assert str(err.value) == ("db: 1 of 4 records are bad (25.0%, more than the 1.0% allowed); "
+                              "first, record 4: trace_id 'x': field 'query': expected a "
+                              "non-empty string, got ' '")
+    bad = BadLines()
+    kept = list(iter_trace_records(records, source="db", max_bad_share=0.25, bad=bad))
+    assert [t.trace_id for t in kept] == ["t0", "t1", "t2"] and bad.share == 1 / 4
+    # a datetime (a database row's timestamptz) is a timestamp too; naive means UTC
+    ts = datetime(2026, 12, 1, 10, 0)
+    assert parse_trace(record(ts=ts)).ts == ts.replace(tzinfo=timezone.utc)
+    with pytest.raises(InputError, match="db: no trace matches segment = 'x'"):
+        list(iter_trace_records([], source="db", empty="no trace matches segment = 'x'"))
+
+
+def test_select_traces_by_time_and_segment():
+    from searcheval.traces import parse_time_bound, select_traces
+
+    traces = [parse_trace(record(trace_id=f"t{h}", ts=f"2026-12-01T{h:02d}:00:00Z",
+                                 segment="web" if h % 2 else "app")) for h in range(8, 14)]
+    table = TraceTable.from_traces(traces, source="mem")
+    since = parse_time_bound("2026-12-01T09:00:00Z", "since")
+    until = parse_time_bound("2026-12-01T13:00:00", "until")  # no zone: UTC
+    assert until == datetime(2026, 12, 1, 13, tzinfo=timezone.utc)
+    picked = select_traces(table, since=since, until=until)
+    assert [t.trace_id for t in picked] == ["t9", "t10", "t11", "t12"]  # since in, until out
+    picked = select_traces(table, since=since, until=until, segment="web")
+    assert [t.trace_id for t in picked] == ["t9", "t11"]
+    assert select_traces(table) is table
+    assert parse_time_bound(None, "since") is None and parse_time_bound(" ", "since") is None
+    with pytest.raises(InputError, match="mem: no trace matches segment = 'nope'"):
+        select_traces(table, segment="nope")
+    with pytest.raises(InputError, match="field 'until': expected an ISO 8601 timestamp"):
+        parse_time_bound("soon", "until")
