@@ -10,7 +10,7 @@ OUTPUT ?= out
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install run test bench clean
+.PHONY: install browser run test bench clean
 
 install: $(STAMP)
 
@@ -26,7 +26,17 @@ $(STAMP): pyproject.toml
 run: install
 	$(VENV)/bin/searcheval run --fixtures fixtures --baseline baseline.json --output $(OUTPUT)
 
-test: install
+# Headless Chromium for the Prefect UI test (tests/deploy): apt-get installs it when missing (as root).
+CHROMIUM := /usr/bin/chromium
+browser:
+	@test -x $(CHROMIUM) || { \
+	  if [ "$$(id -u)" != 0 ]; then \
+	    echo "make browser: $(CHROMIUM) is missing; as root: apt-get install -y chromium" >&2; \
+	    exit 1; \
+	  fi; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; }
+
+test: install browser
 	$(VENV)/bin/pytest
 
 bench: install

@@ -1,0 +1,192 @@
+"""Apply the automations of deploy/automations.yaml to a Prefect server, by name.
+
+    python deploy/automations.py apply [--file FILE] [--notify TYPE/NAME]
+    python deploy/automations.py show  [--file FILE] [--notify TYPE/NAME]
+
+The server is the one PREFECT_API_URL names. `apply` creates each automation that does not exist
+yet and updates the one that does (matched by name), so running it twice changes nothing.
+
+Where notifications go, first match wins:
+  --notify TYPE/NAME          an existing notification block (slack-webhook/oncall, ...);
+  $SEARCHEVAL_ALERT_WEBHOOK   the webhook the flows alert through: saved as the custom-webhook
+                              block `searcheval-alert`, the URL kept as a block secret;
+  neither                     the automations still fire (Prefect UI, event feed) but notify
+                              nobody; a warning says so.
+Exit codes: 0 done, 2 refused input (the file, or a block that does not exist).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Sequence
+from uuid import UUID
+
+import yaml
+
+from searcheval.errors import InputError
+
+AUTOMATIONS_FILE = Path(__file__).resolve().parent / "automations.yaml"
+WEBHOOK_ENV = "SEARCHEVAL_ALERT_WEBHOOK"
+WEBHOOK_BLOCK = "searcheval-alert"
+ENTRY_KEYS = {"name", "description", "tags", "enabled", "trigger", "notify"}
+
+
+def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str, Any]]:
+    """The entries of the file, checked for shape; templates checked for Jinja syntax."""
+    import jinja2
+
+    path = Path(path)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the automations file: {exc.strerror}", file=path) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=path) from exc
+    entries = document.get("automations") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError("expected a non-empty list", file=path, field="automations")
+    names: set[str] = set()
+    for i, entry in enumerate(entries):
+        where = f"automations[{i}]"
+        if not isinstance(entry, dict):
+            raise InputError("expected a mapping", file=path, field=where)
+        unknown = set(entry) - ENTRY_KEYS
+        if unknown:
+            raise InputError(f"unknown keys {sorted(unknown)}, expected some of "
+                             f"{sorted(ENTRY_KEYS)}", file=path, field=where)
+        name = entry.get("name")
+        if not isinstance(name, str) or not name:
+            raise InputError("expected a non-empty string", file=path, field=f"{where}.name")
+        if name in names:
+            raise InputError(f"duplicate name {name!r}", file=path, field=f"{where}.name")
+        names.add(name)
+        if not isinstance(entry.get("trigger"), dict):
+            raise InputError("expected a mapping", file=path, field=f"{where}.trigger")
+        notify = entry.get("notify")
+        if not isinstance(notify, dict) or set(notify) != {"subject", "body"}:
+            raise InputError("expected a mapping with `subject` and `body`", file=path,
+                             field=f"{where}.notify")
+        for key in ("subject", "body"):
+            if not isinstance(notify[key], str) or not notify[key].strip():
+                raise InputError("expected a non-empty template string", file=path,
+                                 field=f"{where}.notify.{key}")
+            try:
+                jinja2.Environment().parse(notify[key])
+            except jinja2.TemplateSyntaxError as exc:
+                raise InputError(f"not a valid Jinja template: {exc.message}", file=path,
+                                 field=f"{where}.notify.{key}") from exc
+    return entries
+
+
+def build_automations(specs: list[dict[str, Any]], block_document_id: UUID | None, *,
+                      file: str | Path = AUTOMATIONS_FILE) -> list:
+    """prefect AutomationCore objects: each spec's trigger, and one send-notification action
+    through the block (a do-nothing action without one)."""
+    from prefect.automations import AutomationCore, DoNothing, SendNotification
+    from pydantic import ValidationError
+
+    automations = []
+    for i, spec in enumerate(specs):
+        notify = spec["notify"]
+        action = (SendNotification(block_document_id=block_document_id,
+                                   subject=notify["subject"], body=notify["body"])
+                  if block_document_id else DoNothing())
+        try:
+            automations.append(AutomationCore(
+                name=spec["name"], description=spec.get("description") or "",
+                enabled=spec.get("enabled", True), tags=spec.get("tags") or [],
+                trigger=spec["trigger"], actions=[action]))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"])
+            raise InputError(f"{first['msg']}", file=file,
+                             field=f"automations[{i}].{where}") from exc
+    return automations
+
+
+def notification_block_id(notify: str | None) -> tuple[UUID | None, str]:
+    """The block the automations notify through, and a description of it for the log."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    if notify:
+        if notify.count("/") != 1 or not all(notify.split("/")):
+            raise InputError(f"expected TYPE/NAME of a notification block, got {notify!r}",
+                             field="--notify")
+        block_type, name = notify.split("/")
+        with get_client(sync_client=True) as client:
+            try:
+                document = client.read_block_document_by_name(name, block_type)
+            except ObjectNotFound as exc:
+                raise InputError(f"no block {notify!r} on the Prefect server",
+                                 field="--notify") from exc
+        return document.id, f"block {notify}"
+    url = os.environ.get(WEBHOOK_ENV)
+    if url:
+        from prefect.blocks.notifications import CustomWebhookNotificationBlock
+
+        block = CustomWebhookNotificationBlock(
+            name=WEBHOOK_BLOCK, url="{{alert_url}}", secrets={"alert_url": url},
+            json_data={"source": "prefect-automation", "subject": "{{subject}}",
+                       "body": "{{body}}"})
+        block_id = block.save(WEBHOOK_BLOCK, overwrite=True)
+        return block_id, f"block custom-webhook/{WEBHOOK_BLOCK} (${WEBHOOK_ENV})"
+    return None, "nothing"
+
+
+def apply_automations(automations: list) -> list[tuple[str, str, UUID]]:
+    """Create or update each automation by name: [(name, 'created' | 'updated', id)].
+
+    Extra automations with the same name (made by hand in the UI) are deleted, so exactly one
+    of each remains."""
+    from prefect.client.orchestration import get_client
+
+    applied = []
+    with get_client(sync_client=True) as client:
+        for automation in automations:
+            existing = client.read_automations_by_name(automation.name)
+            if existing:
+                client.update_automation(existing[0].id, automation)
+                for extra in existing[1:]:
+                    client.delete_automation(extra.id)
+                applied.append((automation.name, "updated", existing[0].id))
+            else:
+                applied.append((automation.name, "created", client.create_automation(automation)))
+    return applied
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python deploy/automations.py",
+                                     description=__doc__.splitlines()[0])
+    parser.add_argument("command", choices=["apply", "show"])
+    parser.add_argument("--file", type=Path, default=AUTOMATIONS_FILE)
+    parser.add_argument("--notify", metavar="TYPE/NAME",
+                        help="notification block to send through (default: "
+                             f"${WEBHOOK_ENV} as a custom-webhook block, else none)")
+    args = parser.parse_args(argv)
+    try:
+        specs = load_automation_specs(args.file)
+        if args.command == "show":
+            placeholder = UUID(int=0) if (args.notify or os.environ.get(WEBHOOK_ENV)) else None
+            for automation in build_automations(specs, placeholder, file=args.file):
+                print(json.dumps(automation.model_dump(mode="json"), indent=2))
+            return 0
+        block_id, where = notification_block_id(args.notify)
+        automations = build_automations(specs, block_id, file=args.file)
+        if block_id is None:
+            print(f"warning: no --notify block and ${WEBHOOK_ENV} unset: the automations will "
+                  "fire but notify nobody", file=sys.stderr)
+        for name, what, automation_id in apply_automations(automations):
+            print(f"{what} {name} ({automation_id}), notifying through {where}")
+    except InputError as exc:
+        print(f"automations: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,159 @@
+"""`searcheval serve`: the deployments of deploy/prefect.yaml served from one long-running process.
+
+Wiring only. The names, entrypoints, schedules and default parameters are read from
+deploy/prefect.yaml, the file `prefect deploy` uses, so both ways of running the project stay the
+same. `prefect.serve` needs no work pool and no worker: it polls for the deployments' scheduled
+and manual runs and executes each in a subprocess of its own, in the project root.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from searcheval.errors import InputError
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"
+SCHEDULE_KEYS = {"cron", "timezone", "active", "day_or", "parameters", "slug"}
+
+
+@dataclass(frozen=True)
+class CronSpec:
+    cron: str
+    timezone: str | None = None
+    active: bool = True
+    day_or: bool = True
+    parameters: dict[str, Any] = field(default_factory=dict)
+    slug: str | None = None
+
+
+@dataclass(frozen=True)
+class DeploymentSpec:
+    """One entry of `deployments:` in prefect.yaml, as both `prefect deploy` and serve read it."""
+
+    name: str
+    entrypoint: str
+    parameters: dict[str, Any]
+    schedules: tuple[CronSpec, ...]
+    description: str | None = None
+    tags: tuple[str, ...] = ()
+
+    @property
+    def path(self) -> str:
+        return self.entrypoint.rsplit(":", 1)[0]
+
+    @property
+    def function(self) -> str:
+        return self.entrypoint.rsplit(":", 1)[1]
+
+
+def _schedule(raw: Any, file: Path, where: str) -> CronSpec:
+    if not isinstance(raw, dict) or not isinstance(raw.get("cron"), str):
+        raise InputError("expected a mapping with a `cron` string (interval and rrule schedules "
+                         "are not used by searcheval)", file=file, field=where)
+    unknown = set(raw) - SCHEDULE_KEYS
+    if unknown:
+        raise InputError(f"unknown keys {sorted(unknown)}, expected some of "
+                         f"{sorted(SCHEDULE_KEYS)}", file=file, field=where)
+    for key in ("active", "day_or"):
+        if key in raw and not isinstance(raw[key], bool):
+            raise InputError(f"expected true or false, got {raw[key]!r}", file=file,
+                             field=f"{where}.{key}")
+    if not isinstance(raw.get("parameters", {}), dict):
+        raise InputError("expected a mapping", file=file, field=f"{where}.parameters")
+    return CronSpec(cron=raw["cron"], timezone=raw.get("timezone"), active=raw.get("active", True),
+                    day_or=raw.get("day_or", True), parameters=dict(raw.get("parameters") or {}),
+                    slug=raw.get("slug"))
+
+
+def _deployment(raw: Any, file: Path, where: str) -> DeploymentSpec:
+    if not isinstance(raw, dict):
+        raise InputError("expected a mapping", file=file, field=where)
+    name, entrypoint = raw.get("name"), raw.get("entrypoint")
+    if not isinstance(name, str) or not name:
+        raise InputError("expected a non-empty string", file=file, field=f"{where}.name")
+    if not isinstance(entrypoint, str) or ":" not in entrypoint:
+        raise InputError(f"expected 'path/to/file.py:flow_function', got {entrypoint!r}",
+                         file=file, field=f"{where}.entrypoint")
+    parameters = raw.get("parameters") or {}
+    if not isinstance(parameters, dict):
+        raise InputError("expected a mapping", file=file, field=f"{where}.parameters")
+    schedules = raw.get("schedules") or []
+    if not isinstance(schedules, list):
+        raise InputError("expected a list", file=file, field=f"{where}.schedules")
+    tags = raw.get("tags") or []
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise InputError("expected a list of strings", file=file, field=f"{where}.tags")
+    return DeploymentSpec(
+        name=name, entrypoint=entrypoint, parameters=dict(parameters),
+        schedules=tuple(_schedule(s, file, f"{where}.schedules[{i}]")
+                        for i, s in enumerate(schedules)),
+        description=raw.get("description"), tags=tuple(tags))
+
+
+def load_deployment_specs(prefect_file: str | Path = PREFECT_FILE) -> list[DeploymentSpec]:
+    """The `deployments:` of a prefect.yaml, checked; InputError names the entry and field."""
+    path = Path(prefect_file)
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as exc:
+        raise InputError(f"cannot read the deployments file: {exc.strerror}", file=path) from exc
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=path) from exc
+    entries = document.get("deployments") if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError("expected a non-empty list", file=path, field="deployments")
+    specs = [_deployment(raw, path, f"deployments[{i}]") for i, raw in enumerate(entries)]
+    names = [s.name for s in specs]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise InputError(f"duplicate names {duplicates}", file=path, field="deployments")
+    return specs
+
+
+def project_root(prefect_file: str | Path = PREFECT_FILE) -> Path:
+    """The directory entrypoints are relative to: the parent of the folder holding the file."""
+    return Path(prefect_file).resolve().parent.parent
+
+
+def load_flow(spec: DeploymentSpec, root: str | Path = PROJECT_ROOT):
+    """The Prefect flow a deployment's entrypoint names, loaded from `root`."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    return load_flow_from_entrypoint(f"{Path(root) / spec.path}:{spec.function}")
+
+
+def to_schedule(cron: CronSpec):
+    from prefect.schedules import Cron
+
+    return Cron(cron.cron, timezone=cron.timezone, day_or=cron.day_or, active=cron.active,
+                parameters=cron.parameters or None, slug=cron.slug)
+
+
+def build_deployments(prefect_file: str | Path = PREFECT_FILE) -> list:
+    """`flow.to_deployment(...)` for each entry: same names, schedules, parameters, tags.
+
+    Call it from the project root (serve_deployments does): the runner records entrypoints
+    relative to the working directory and starts each flow run there.
+    """
+    root = project_root(prefect_file)
+    deployments = []
+    for spec in load_deployment_specs(prefect_file):
+        flow = load_flow(spec, root)
+        deployments.append(flow.to_deployment(
+            name=spec.name, schedules=[to_schedule(c) for c in spec.schedules],
+            parameters=spec.parameters, description=spec.description, tags=list(spec.tags)))
+    return deployments
+
+
+def serve_deployments(prefect_file: str | Path = PREFECT_FILE, *, limit: int | None = None) -> None:
+    """Serve every deployment of `prefect_file` until interrupted (blocks)."""
+    from prefect import serve
+
+    os.chdir(project_root(prefect_file))
+    serve(*build_deployments(prefect_file), limit=limit)

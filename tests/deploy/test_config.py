@@ -1,0 +1,261 @@
+"""deploy/: prefect.yaml (what `prefect deploy` and `searcheval serve` read), the automations
+and the compose file, checked without a server. Docker is not available here: compose.yaml is
+only parsed and its wiring checked, never run."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from uuid import UUID
+
+import pytest
+import yaml
+
+from flows.serve import (PREFECT_FILE, build_deployments, load_deployment_specs, load_flow,
+                         project_root)
+from searcheval.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+
+
+def load_script(name: str):
+    spec = importlib.util.spec_from_file_location(f"deploy_{name}", DEPLOY / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def next_fire_times(cron: str, tz: str, after: datetime, n: int) -> list[datetime]:
+    from prefect.server.schemas.schedules import CronSchedule
+
+    dates = asyncio.run(CronSchedule(cron=cron, timezone=tz).get_dates(n=n, start=after))
+    return [datetime.fromtimestamp(d.timestamp(), timezone.utc) for d in dates]
+
+
+# --------------------------------------------------------------------------- prefect.yaml
+
+
+def test_the_file_names_three_deployments_from_the_project_root():
+    specs = {s.name: s for s in load_deployment_specs()}
+    assert PREFECT_FILE == DEPLOY / "prefect.yaml"
+    assert project_root(PREFECT_FILE) == ROOT
+    assert {n: s.entrypoint for n, s in specs.items()} == {
+        "nightly": "flows/nightly.py:nightly",
+        "ranking-change": "flows/nightly.py:nightly",
+        "replay-nightly": "flows/replay.py:replay",
+    }
+    for spec in specs.values():
+        assert (ROOT / spec.path).is_file(), f"{spec.name}: {spec.path} does not exist"
+
+
+def test_the_raw_yaml_uses_the_searcheval_process_pool_and_returns_to_the_root_before_a_run():
+    document = yaml.safe_load(PREFECT_FILE.read_text())
+    assert {d["work_pool"]["name"] for d in document["deployments"]} == {"searcheval"}
+    assert document["pull"] == [{"prefect.deployments.steps.set_working_directory":
+                                 {"directory": "{{ project-root.stdout }}"}}]
+    build = document["build"][0]["prefect.deployments.steps.run_shell_script"]
+    assert (build["id"], build["script"]) == ("project-root", "pwd")
+
+
+def test_schedules_nightly_at_three_replay_at_half_past_ranking_change_never():
+    specs = {s.name: s for s in load_deployment_specs()}
+    after = datetime(2026, 12, 2, 19, 0, tzinfo=timezone.utc)
+    [nightly] = specs["nightly"].schedules
+    assert (nightly.cron, nightly.timezone, nightly.active) == ("0 3 * * *", "UTC", True)
+    assert next_fire_times(nightly.cron, nightly.timezone, after, 2) == [
+        datetime(2026, 12, 3, 3, 0, tzinfo=timezone.utc),
+        datetime(2026, 12, 3, 3, 0, tzinfo=timezone.utc) + timedelta(days=1)]
+    [replay] = specs["replay-nightly"].schedules
+    assert next_fire_times(replay.cron, replay.timezone, after, 1) == [
+        datetime(2026, 12, 3, 3, 30, tzinfo=timezone.utc)]
+    assert specs["ranking-change"].schedules == ()
+
+
+def test_ranking_change_takes_label_configurations_and_baseline():
+    spec = next(s for s in load_deployment_specs() if s.name == "ranking-change")
+    assert {"label", "configurations", "baseline"} <= set(spec.parameters)
+    assert spec.parameters["configurations"] == ["bm25", "dense", "fused"]
+    assert spec.parameters["baseline"] == "baseline.json"
+    assert (ROOT / spec.parameters["baseline"]).is_file()
+
+
+@pytest.mark.slow
+def test_every_entrypoint_imports_and_its_parameters_validate_against_the_flow():
+    from prefect.exceptions import ParameterTypeError, SignatureMismatchError
+
+    flows = {}
+    for spec in load_deployment_specs():
+        flow = load_flow(spec, ROOT)
+        flows[spec.name] = flow
+        validated = flow.validate_parameters(spec.parameters)
+        for name, value in spec.parameters.items():
+            assert validated[name] == value, (spec.name, name)
+        for path_param in ("fixtures", "baseline", "traces", "thresholds"):
+            if spec.parameters.get(path_param):
+                assert (ROOT / spec.parameters[path_param]).exists(), (spec.name, path_param)
+    assert flows["nightly"].name == flows["ranking-change"].name == "searcheval-nightly"
+    # what `prefect deployment run ... --param label=v2` sends validates too; nonsense does not
+    ranking = flows["ranking-change"]
+    manual = ranking.validate_parameters({"label": "v2", "configurations": ["fused"]})
+    assert (manual["label"], manual["configurations"]) == ("v2", ["fused"])
+    with pytest.raises(SignatureMismatchError):
+        ranking.validate_parameters({"lable": "v2"})
+    with pytest.raises(ParameterTypeError):
+        ranking.validate_parameters({"depth": "deep"})
+    replay = flows["replay-nightly"]
+    assert {"traces", "thresholds"} <= set(replay.parameters.properties)
+
+
+@pytest.mark.slow
+def test_serve_builds_the_same_deployments_as_the_file(monkeypatch):
+    monkeypatch.chdir(ROOT)
+    specs = {s.name: s for s in load_deployment_specs()}
+    built = {d.name: d for d in build_deployments()}
+    assert set(built) == set(specs)
+    for name, deployment in built.items():
+        spec = specs[name]
+        assert deployment.entrypoint == spec.entrypoint
+        assert deployment.parameters == spec.parameters
+        assert sorted(deployment.tags) == sorted(spec.tags)
+        assert [(s.schedule.cron, s.schedule.timezone, s.active) for s in deployment.schedules] \
+            == [(c.cron, c.timezone, c.active) for c in spec.schedules]
+        assert deployment.work_pool_name is None  # served: no pool, no worker
+
+
+@pytest.mark.parametrize("text, field", [
+    ("deployments: []\n", "deployments"),
+    ("deployments:\n  - name: a\n    entrypoint: flows/nightly.py\n", "deployments[0].entrypoint"),
+    ("deployments:\n  - name: a\n    entrypoint: f.py:f\n    schedules:\n      - interval: 60\n",
+     "deployments[0].schedules[0]"),
+    ("deployments:\n  - name: a\n    entrypoint: f.py:f\n    schedules:\n"
+     "      - cron: '0 3 * * *'\n        active: 'yes'\n", "deployments[0].schedules[0].active"),
+    ("deployments:\n  - {name: a, entrypoint: 'f.py:f'}\n  - {name: a, entrypoint: 'g.py:g'}\n",
+     "deployments"),
+])
+def test_a_broken_deployments_file_is_refused_naming_file_and_field(tmp_path, text, field):
+    path = tmp_path / "prefect.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as caught:
+        load_deployment_specs(path)
+    assert caught.value.file == str(path)
+    assert caught.value.field == field
+
+
+# --------------------------------------------------------------------------- automations
+
+
+def test_the_three_automations_build_with_their_triggers():
+    automations = load_script("automations")
+    specs = automations.load_automation_specs()
+    block = UUID(int=7)
+    built = {a.name: a for a in automations.build_automations(specs, block)}
+    assert set(built) == {"searcheval-nightly-failed", "searcheval-nightly-overdue",
+                          "searcheval-gate-tripped"}
+
+    failed = built["searcheval-nightly-failed"].trigger
+    assert failed.posture == "Reactive"
+    assert failed.expect == {"prefect.flow-run.Failed", "prefect.flow-run.Crashed"}
+    flows = {"prefect.resource.role": "flow",
+             "prefect.resource.name": ["searcheval-nightly", "searcheval-replay"]}
+    assert failed.match_related.model_dump() == flows
+
+    overdue = built["searcheval-nightly-overdue"].trigger
+    assert overdue.posture == "Proactive"
+    assert overdue.after == {"prefect.flow-run.Running"}
+    assert overdue.expect == {f"prefect.flow-run.{s}"
+                              for s in ("Completed", "Failed", "Crashed", "Cancelled")}
+    assert overdue.for_each == {"prefect.resource.id"}
+    assert overdue.within == timedelta(hours=2)
+    assert overdue.match_related.model_dump() == flows
+
+    gate = built["searcheval-gate-tripped"].trigger
+    assert gate.expect == {"searcheval.gate.tripped"}
+    assert gate.match.model_dump() == {"prefect.resource.id": "searcheval.run.*"}
+
+    for automation in built.values():
+        [action] = automation.actions
+        assert (action.type, action.block_document_id) == ("send-notification", block)
+        assert automation.name.split("-")[0] in action.subject
+    # without any block the automations still exist, and do nothing but show in the UI
+    bare = automations.build_automations(specs, None)
+    assert {a.actions[0].type for a in bare} == {"do-nothing"}
+
+
+@pytest.mark.parametrize("entry, field", [
+    ("{name: x, trigger: {type: event}, notify: {subject: 's'}}", "automations[0].notify"),
+    ("{name: x, trigger: {type: event}, notify: {subject: '{{ a', body: b}}",
+     "automations[0].notify.subject"),
+    ("{name: x, trigger: {type: event, posture: Proactive, within: 5}, "
+     "notify: {subject: s, body: b}}", "automations[0].trigger"),
+    ("{name: x, trigger: {}, notify: {subject: s, body: b}, action: y}", "automations[0]"),
+])
+def test_a_broken_automation_is_refused_naming_file_and_field(tmp_path, entry, field):
+    automations = load_script("automations")
+    path = tmp_path / "automations.yaml"
+    path.write_text(f"automations:\n  - {entry}\n")
+    with pytest.raises(InputError) as caught:
+        automations.build_automations(automations.load_automation_specs(path), None, file=path)
+    assert caught.value.file == str(path)
+    assert caught.value.field.startswith(field)
+
+
+def test_the_gate_event_names_the_run_and_what_tripped():
+    from types import SimpleNamespace
+
+    from searcheval.gate import GateResult, Trip
+    from tasks.events import GATE_TRIPPED, emit_gate_event, gate_event_payload, gate_event_resource
+
+    trip = Trip(metric="mrr", baseline=0.9, value=0.8, delta=0.8 - 0.9)
+    gate = GateResult(passed=False, configuration="fused", tolerance=0.02,
+                      baseline_path="baseline.json", tripped=[trip], improved=[],
+                      worse_queries=[], compared={})
+    result = SimpleNamespace(run_id="20261202T030000Z-abc123", label="v2", flow_run_id=None,
+                             gate=gate)
+    assert GATE_TRIPPED == "searcheval.gate.tripped"
+    assert gate_event_resource(result) == {
+        "prefect.resource.id": "searcheval.run.20261202T030000Z-abc123",
+        "prefect.resource.name": "searcheval run 20261202T030000Z-abc123",
+        "searcheval.configuration": "fused", "searcheval.label": "v2"}
+    payload = gate_event_payload(result)
+    assert payload["tripped"] == [{"metric": "mrr", "baseline": 0.9, "value": 0.8,
+                                   "delta": 0.8 - 0.9, "kind": "drop", "category": None,
+                                   "p_value": None}]
+    assert payload["summary"] == "mrr: 0.800 vs baseline 0.900 (-0.100)"
+    assert (payload["configuration"], payload["baseline"], payload["tolerance"]) == \
+        ("fused", "baseline.json", 0.02)
+    # a passing gate, or none at all, emits nothing
+    passed = SimpleNamespace(run_id="r", label=None, flow_run_id=None,
+                             gate=GateResult(True, "fused", 0.02, None, [], [], [], {}))
+    assert emit_gate_event(passed) is None
+    assert emit_gate_event(SimpleNamespace(run_id="r", label=None, flow_run_id=None,
+                                           gate=None)) is None
+
+
+# --------------------------------------------------------------------------- compose
+
+
+def test_the_compose_file_parses_and_wires_the_two_databases():
+    """Parsed only: Docker is not available where the tests run."""
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    services = compose["services"]
+    assert services["searcheval-db"]["image"] == "pgvector/pgvector:pg16"
+    assert services["prefect-db"]["image"].startswith("postgres:16")
+    server = services["prefect-server"]
+    assert server["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].startswith(
+        "postgresql+asyncpg://prefect:")
+    assert server["environment"]["PREFECT_API_DATABASE_CONNECTION_URL"].endswith(
+        "@prefect-db:5432/prefect")
+    assert server["depends_on"]["prefect-db"]["condition"] == "service_healthy"
+    env = services["searcheval-serve"]["environment"]  # the x-searcheval-env anchor
+    assert env["SEARCHEVAL_DATABASE_URL"].endswith("@searcheval-db:5432/searcheval")
+    assert env["PREFECT_API_URL"] == "http://prefect-server:4200/api"
+    assert services["searcheval-serve"]["command"][-1].rstrip().endswith("searcheval serve")
+    # passwords only from the environment, ports only on loopback
+    text = (DEPLOY / "compose.yaml").read_text()
+    assert "${SEARCHEVAL_DB_PASSWORD:?" in text and "${PREFECT_DB_PASSWORD:?" in text
+    for service in services.values():
+        for port in service.get("ports", []):
+            assert port.startswith("127.0.0.1:"), port
