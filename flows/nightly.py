@@ -1,8 +1,13 @@
 """The nightly evaluation flow: wiring only; every step is a task in tasks/evaluation.py.
 
-load inputs -> validate -> seed catalog -> embed (cached) -> bm25 | dense | fused (concurrently)
--> score -> gate -> publish -> alert. Refused input stops the run before anything is written;
-a tripped gate publishes, alerts, and ends the flow run Failed so automations can act on it.
+load inputs -> validate -> seed catalog -> embed (cached, in batches) -> index
+-> bm25 | dense | fused, each per query shard (concurrently) -> merge -> score -> gate -> publish
+-> alert. Refused input stops the run before anything is written; a tripped gate publishes,
+alerts, and ends the flow run Failed so automations can act on it.
+
+The embedding batches and the query shards are submitted to the task runner the settings name
+(flows/runners.py: Prefect's thread pool, or a Dask cluster); the results are the same whatever
+the runner, the number of shards and the batch size.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from datetime import datetime, timezone
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
+from searcheval import pipeline
 from searcheval.alerts import Alert
 from searcheval.catalog import Collection
 from searcheval.errors import InputError
@@ -21,10 +27,12 @@ from searcheval.report import EvaluationResult, console_table
 from searcheval.scoring import DEFAULT_REPORT_METRICS
 from searcheval.metrics import parse_metrics
 from searcheval.validation import fresh_judgments
+from flows.runners import task_runner_from_settings
 from tasks import evaluation as t
+from tasks.events import emit_gate_event
 
 
-@flow(name="searcheval-nightly", log_prints=True)
+@flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
     fixtures: str | None = "fixtures",
     dataset: str | None = None,
@@ -43,6 +51,8 @@ def nightly(
     model_path: str | None = None,
     label: str | None = None,
     alert_block: str | None = None,
+    shards: int = 1,
+    embed_batch: int = 2048,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -57,6 +67,7 @@ def nightly(
     try:
         check_configurations(configurations)
         parse_metrics(metrics)
+        pipeline.check_scale_out(shards, embed_batch)
         collection: Collection = t.load_inputs(None if dataset else fixtures, dataset, split,
                                                max_queries)
         report = t.validate(collection, max_age_days, min_per_category)
@@ -67,10 +78,16 @@ def nightly(
         raise
 
     t.seed_catalog(collection)
-    embedded = t.embed(collection, model_path)
-    futures = {name: t.run_configuration.submit(name, collection, embedded, depth)
+    texts = pipeline.collection_texts(collection)
+    batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
+               in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
+    embedded = t.index_collection(collection, texts, [b.result() for b in batches], model_path)
+    parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
+    futures = {name: [t.run_configuration.submit(name, collection, part, embedded.model, depth)
+                      for part in parts]
                for name in configurations}
-    runs = {name: future.result() for name, future in futures.items()}
+    runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
+            for name, shard_futures in futures.items()}
 
     fresh = Collection(collection.name, collection.resources, collection.queries,
                        fresh_judgments(collection, report), collection.grade_scale,
@@ -95,6 +112,7 @@ def nightly(
         alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
         t.send_alert(alert, alert_block)
     if verdict is not None and not verdict.passed:
+        emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "
                           + "; ".join(trip.describe() for trip in verdict.tripped), table)
     return {"run_id": run_id, "table": table, "metrics": result.metrics_document()}

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from searcheval.errors import InputError
-from searcheval.replay_cli import add_replay
+from searcheval.replay_cli import add_replay, add_traces
 
 EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
 
@@ -129,8 +129,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         params["configurations"] = [c.strip() for c in args.configurations.split(",")]
     if args.min_per_category is not None:
         params["min_per_category"] = args.min_per_category
-    with _database_env(args.database_url):
-        state = nightly(**params, return_state=True)
+    params.update(shards=args.shards, embed_batch=args.embed_batch)
+    from flows.runners import api_for_workers, task_runner_from_settings
+
+    runner = task_runner_from_settings(args.task_runner, args.dask_address)
+    with _database_env(args.database_url), api_for_workers(runner):
+        state = nightly.with_options(task_runner=runner)(**params, return_state=True)
     if state.is_completed():
         print(state.result()["table"])
         return EXIT_OK
@@ -164,6 +168,12 @@ def add_run(sub) -> None:
     p.add_argument("--alert-block", help="Prefect notification block to alert through ('type/name')")
     p.add_argument("--database-url", help="Postgres with pgvector (default: "
                    "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    p.add_argument("--task-runner", choices=["thread", "dask"],
+                   help="where batches and shards run (default: SEARCHEVAL_TASK_RUNNER, else thread)")
+    p.add_argument("--dask-address", help="scheduler of an existing Dask cluster (default: "
+                   "SEARCHEVAL_DASK_ADDRESS, else a LocalCluster of SEARCHEVAL_DASK_WORKERS=2)")
+    p.add_argument("--shards", type=int, default=1, help="query shards per configuration")
+    p.add_argument("--embed-batch", type=int, default=2048, help="texts per embedding task")
     p.set_defaults(handler=cmd_run)
 
 
@@ -269,6 +279,32 @@ def cmd_benchmark_metrics(args: argparse.Namespace) -> int:
                              seed=args.seed)
 
 
+def cmd_benchmark_embed(args: argparse.Namespace) -> int:
+    from searcheval.benchmark import beir_texts, benchmark_embed
+    from searcheval.database import DatabaseError
+
+    try:
+        figures = benchmark_embed(beir_texts(args.dataset, args.texts), args.database_url,
+                                  batch_size=args.batch_size)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def cmd_benchmark_search(args: argparse.Namespace) -> int:
+    from searcheval.benchmark import benchmark_search
+    from searcheval.database import DatabaseError
+
+    try:
+        figures = benchmark_search(args.dataset, split=args.split, max_queries=args.queries,
+                                   k=args.k, depth=args.depth, database_url=args.database_url)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
 def add_benchmark(sub) -> dict[str, argparse.ArgumentParser]:
     p = sub.add_parser("benchmark", help="rerunnable speed benchmarks against reference tools")
     bsub = p.add_subparsers(dest="benchmark", required=True, parser_class=_Parser)
@@ -279,13 +315,58 @@ def add_benchmark(sub) -> dict[str, argparse.ArgumentParser]:
     m.add_argument("--judged", type=int, default=15, help="judged documents per query")
     m.add_argument("--seed", type=int, default=0)
     m.set_defaults(handler=cmd_benchmark_metrics)
+    scifact = Path("../shared/datasets/scifact")
+    e = bsub.add_parser("embed", help="cached embedder (cold, then warm in a new process) vs raw "
+                                      "SentenceTransformer.encode on the same texts")
+    e.add_argument("--dataset", type=Path, default=scifact,
+                   help="BEIR collection whose titles + abstracts are embedded")
+    e.add_argument("--texts", type=int, default=1000, help="distinct texts to embed")
+    e.add_argument("--batch-size", type=int, default=64)
+    e.add_argument("--database-url", help="server to create the throwaway database on (default: "
+                   "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    e.set_defaults(handler=cmd_benchmark_embed)
+    s = bsub.add_parser("search", help="HNSW recall, per-query latency and nDCG@10 of the "
+                                       "configurations on a BEIR collection")
+    s.add_argument("--dataset", type=Path, default=scifact)
+    s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    s.add_argument("--queries", type=int, help="only the first N judged queries")
+    s.add_argument("--k", type=int, default=10, help="cut-off of the HNSW recall (default 10)")
+    s.add_argument("--depth", type=int, default=100,
+                   help="results per query of the timed runs (default 100, as the nightly)")
+    s.add_argument("--database-url", help="Postgres with pgvector (default: "
+                   "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    s.set_defaults(handler=cmd_benchmark_search)
     return {"benchmark": bsub}
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve deploy/prefect.yaml's deployments with their schedules until interrupted."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from flows.serve import PREFECT_FILE, serve_deployments
+
+    with _database_env(args.database_url):  # flow runs are subprocesses: they inherit it
+        serve_deployments(args.prefect_file or PREFECT_FILE, limit=args.limit)
+    return EXIT_OK
+
+
+def add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="serve the deployments of deploy/prefect.yaml (schedules, "
+                                     "manual runs) from this process, without a worker")
+    p.add_argument("--prefect-file", type=Path, default=None,
+                   help="the deployments file (default: deploy/prefect.yaml of the project)")
+    p.add_argument("--limit", type=int, default=None, help="most flow runs at the same time")
+    p.add_argument("--database-url", help="Postgres with pgvector for the flow runs (default: "
+                   "SEARCHEVAL_DATABASE_URL, else the embedded server under .searcheval/)")
+    p.set_defaults(handler=cmd_serve)
 
 
 # --------------------------------------------------------------------------- main
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
-                             add_benchmark, add_replay]
+                             add_benchmark, add_replay, add_traces, add_serve]
 
 
 def build_parser() -> argparse.ArgumentParser:

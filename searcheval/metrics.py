@@ -188,18 +188,16 @@ class _Ranked:
         depth = int(returned.max()) if n_q else 0
         width = max(int(n_judged.max()) if n_q else 0, 1)
 
-        scores = np.full((n_q, max(depth, 1)), -np.inf)
-        scores[np.arange(max(depth, 1)) < returned[:, None]] = np.fromiter(
-            chain.from_iterable(r.values() for r in runs), dtype=np.float64, count=int(returned.sum()))
+        scores = _padded(np.fromiter(chain.from_iterable(r.values() for r in runs),
+                                     dtype=np.float64, count=int(returned.sum())),
+                         returned, max(depth, 1), -np.inf)
         judged = np.arange(width) < n_judged[:, None]
         total = int(n_judged.sum())
-        grades = np.zeros((n_q, width), dtype=np.int64)
-        grades[judged] = np.fromiter(chain.from_iterable(j.values() for j in judg),
-                                     dtype=np.int64, count=total)
-        jscores = np.full((n_q, width), np.nan)
-        jscores[judged] = np.fromiter(
+        grades = _padded(np.fromiter(chain.from_iterable(j.values() for j in judg),
+                                     dtype=np.int64, count=total), n_judged, width, 0)
+        jscores = _padded(np.fromiter(
             chain.from_iterable(map(r.get, j, repeat(math.nan)) for r, j in zip(runs, judg)),
-            dtype=np.float64, count=total)
+            dtype=np.float64, count=total), n_judged, width, np.nan)
 
         # Count, for every judged score, the scores above it and equal to it in its query's row,
         # by a binary search over each row sorted ascending (all rows step together).
@@ -218,6 +216,15 @@ class _Ranked:
             score = runs[q][doc]
             ranks[q, j] += sum(1 for d, v in runs[q].items() if v == score and d > doc)
         return cls(grades=grades, judged=judged, ranks=ranks, returned=returned)
+
+
+def _padded(flat: np.ndarray, lengths: np.ndarray, width: int, fill) -> np.ndarray:
+    """Rows of `lengths` values taken in order from `flat`, padded with `fill` to `width`."""
+    if flat.size == lengths.size * width:  # every row full: no padding to place
+        return flat.reshape(lengths.size, width)
+    out = np.full((lengths.size, width), fill, dtype=flat.dtype)
+    out[np.arange(width) < lengths[:, None]] = flat
+    return out
 
 
 def _count_at_most(rows: np.ndarray, target: np.ndarray) -> np.ndarray:

@@ -80,6 +80,8 @@ class EvaluationResult:
                              "ci_high": ci[1] if ci else None,
                              "n": int((~_isnan(s.evaluation.values[metric])).sum())})
             for category, means in s.by_category.items():
+                if category == "all":  # a collection without categories (BEIR): the overall rows
+                    continue
                 for metric, value in means.items():
                     rows.append({"run_id": self.run_id, "configuration": conf,
                                  "category": category, "metric": metric, "value": value,

@@ -70,24 +70,36 @@ def seed_catalog(collection: Collection) -> dict:
         return pipeline.seed_catalog(conn, collection)
 
 
-@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def embed(collection: Collection, model_path: str | None) -> pipeline.Embedded:
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
+      task_run_name="embed-{batch}")
+def embed_texts(texts: list[str], model_path: str | None, batch: int) -> pipeline.EmbeddedTexts:
+    """One batch of texts through the embedding cache (submitted: may run on a Dask worker);
+    `batch` numbers it in the task run's name."""
     with open_database() as conn:
-        return pipeline.embed_collection(conn, collection, model_path)
+        return pipeline.embed_texts(conn, texts, model_path)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def index_collection(collection: Collection, texts: list[str],
+                     batches: list[pipeline.EmbeddedTexts],
+                     model_path: str | None) -> pipeline.Embedded:
+    with open_database() as conn:
+        return pipeline.index_collection(conn, collection, texts, batches, model_path)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
-      task_run_name="run-{configuration}")
-def run_configuration(configuration: str, collection: Collection, embedded: pipeline.Embedded,
-                      k: int) -> RankedRun:
+      task_run_name="run-{configuration}-{shard.number}of{shard.of}")
+def run_configuration(configuration: str, collection: Collection, shard: pipeline.QueryShard,
+                      model: str, k: int) -> RankedRun:
+    """One configuration over one shard of the queries (submitted: may run on a Dask worker)."""
     from searcheval.rankers import run_configuration as run
 
     if configuration == "bm25":
-        return run(configuration, None, collection.name, collection.resources, collection.queries,
-                   None, embedded.model, k=k)
+        return run(configuration, None, collection.name, collection.resources, shard.queries,
+                   None, model, k=k)
     with open_database() as conn:
-        return run(configuration, conn, collection.name, collection.resources, collection.queries,
-                   embedded.query_vectors, embedded.model, k=k, fusion=FusionParams(depth=k))
+        return run(configuration, conn, collection.name, collection.resources, shard.queries,
+                   shard.query_vectors, model, k=k, fusion=FusionParams(depth=k))
 
 
 @task(cache_policy=NO_CACHE)

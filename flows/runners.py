@@ -1,0 +1,167 @@
+"""Where the flows' submitted tasks run: Prefect's thread pool, or a Dask cluster (prefect-dask).
+
+The choice is a setting, never a flow parameter, so it applies to `searcheval run` and to the
+deployments alike (a deployment's flow run imports `flows/nightly.py` in the worker's environment):
+
+  SEARCHEVAL_TASK_RUNNER   thread (default: Prefect's local ThreadPoolTaskRunner) | dask
+  SEARCHEVAL_DASK_ADDRESS  scheduler of an existing cluster, e.g. tcp://10.0.0.5:8786;
+                           unset with dask: a LocalCluster of worker processes on this machine
+  SEARCHEVAL_DASK_WORKERS  processes of that LocalCluster (default 2, one thread each)
+
+`searcheval run --task-runner dask --dask-address ADDR` overrides the first two.
+
+Only submitted tasks go to the cluster (the embedding batches and the query shards); tasks called
+directly (load, validate, seed, index, score, gate, publish) stay in the flow run's process.
+A Dask worker is a process of its own: it imports searcheval, loads the model once, lazily, and
+opens its own database connection from SEARCHEVAL_DATABASE_URL. A LocalCluster gets that URL (and
+the Prefect API URL) from `local_cluster`; the workers of an existing cluster must have them in
+their environment (deploy/README_DASK.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from prefect.settings import PREFECT_API_URL, temporary_settings
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
+
+from searcheval import database
+from searcheval.errors import InputError
+
+ENV_RUNNER = "SEARCHEVAL_TASK_RUNNER"
+ENV_DASK_ADDRESS = "SEARCHEVAL_DASK_ADDRESS"
+ENV_DASK_WORKERS = "SEARCHEVAL_DASK_WORKERS"
+RUNNERS = ("thread", "dask")
+DEFAULT_DASK_WORKERS = 2
+_LOOPBACK = {"localhost", "127.0.0.1", "::1"}
+
+
+@dataclass(frozen=True)
+class RunnerSettings:
+    kind: str = "thread"
+    address: str | None = None  # dask: an existing scheduler; None: a LocalCluster
+    workers: int = DEFAULT_DASK_WORKERS  # LocalCluster processes
+
+
+def runner_settings(kind: str | None = None, address: str | None = None,
+                    workers: int | None = None,
+                    environ: Mapping[str, str] | None = None) -> RunnerSettings:
+    """The runner named by the arguments (the CLI flags), else by the environment.
+
+    An address implies dask (a flag's address overrides the environment's runner); an address
+    given together with `kind="thread"` is refused."""
+    env = os.environ if environ is None else environ
+    if kind is not None:
+        chosen, where = kind, "--task-runner"
+    elif address is not None:
+        chosen, where = "dask", "--dask-address"
+    else:
+        chosen, where = env.get(ENV_RUNNER, "").strip() or None, ENV_RUNNER
+    if chosen is not None and chosen not in RUNNERS:
+        raise InputError(f"expected one of {', '.join(RUNNERS)}, got {chosen!r}", field=where)
+    if address is not None and chosen == "thread":
+        raise InputError("a Dask scheduler address needs the dask task runner",
+                         field="--dask-address")
+    if address is None:
+        address = env.get(ENV_DASK_ADDRESS, "").strip() or None
+        where = ENV_DASK_ADDRESS
+    else:
+        where = "--dask-address"
+    chosen = chosen or ("dask" if address else "thread")
+    if chosen == "thread":
+        return RunnerSettings()
+    if address is not None and (not address.strip() or any(c.isspace() for c in address)):
+        raise InputError(f"expected a scheduler address like tcp://host:8786, got {address!r}",
+                         field=where)
+    if workers is None:
+        raw = env.get(ENV_DASK_WORKERS, "").strip()
+        try:
+            workers = int(raw) if raw else DEFAULT_DASK_WORKERS
+        except ValueError:
+            raise InputError(f"expected a whole number of worker processes, got {raw!r}",
+                             field=ENV_DASK_WORKERS) from None
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise InputError(f"expected at least 1 worker process, got {workers!r}",
+                         field=ENV_DASK_WORKERS)
+    return RunnerSettings("dask", address, workers)
+
+
+def build_task_runner(settings: RunnerSettings) -> TaskRunner:
+    if settings.kind == "thread":
+        return ThreadPoolTaskRunner()
+    from prefect_dask import DaskTaskRunner
+
+    if settings.address:
+        return DaskTaskRunner(address=settings.address)
+    return DaskTaskRunner(cluster_class=local_cluster,
+                          cluster_kwargs={"n_workers": settings.workers, "threads_per_worker": 1,
+                                          "processes": True, "dashboard_address": ":0"})
+
+
+def task_runner_from_settings(kind: str | None = None, address: str | None = None,
+                              workers: int | None = None) -> TaskRunner:
+    """The task runner the settings name (see the module docstring)."""
+    return build_task_runner(runner_settings(kind, address, workers))
+
+
+def worker_environment() -> dict[str, str]:
+    """What the processes of a LocalCluster must see: the database (the embedded server is
+    started now if no URL is set, and its URL handed on), the Prefect API, offline models, and
+    distributed's own log at warning level."""
+    env = {database.ENV_URL: database.resolve_url(), "HF_HUB_OFFLINE": "1",
+           "TRANSFORMERS_OFFLINE": "1", "DASK_LOGGING__DISTRIBUTED": "warning"}
+    api = PREFECT_API_URL.value()
+    if api:
+        env["PREFECT_API_URL"] = api
+    return env
+
+
+def local_cluster(**kwargs):
+    """A distributed.LocalCluster whose worker processes get `worker_environment()`. Called by
+    the DaskTaskRunner in the flow run's process when the first task is submitted."""
+    import dask
+    from distributed import LocalCluster
+
+    logging.getLogger("distributed").setLevel(logging.WARNING)  # not every heartbeat in the log
+    env = {**worker_environment(), **kwargs.pop("env", {})}
+    # forkserver, not spawn: a spawned worker that imported torch outlives its close by more
+    # than the nanny's 4 s and is killed (a warning and 4 s lost per run); forked from the
+    # forkserver it exits at once. Neither is a fork of the flow's process (its threads, its
+    # connections): both start from a fresh interpreter.
+    with dask.config.set({"distributed.worker.multiprocessing-method": "forkserver"}):
+        return LocalCluster(env=env, **kwargs)
+
+
+def _loopback(address: str) -> bool:
+    host = urlsplit(address if "://" in address else f"tcp://{address}").hostname
+    return host in _LOOPBACK
+
+
+@contextmanager
+def api_for_workers(task_runner: TaskRunner) -> Iterator[None]:
+    """Make the Prefect API of this process reachable from Dask workers in other processes.
+
+    Task runs carry the settings of the flow run to the workers; with no PREFECT_API_URL
+    (ephemeral mode) each worker would start an API server of its own. So the ephemeral server
+    is started here and named in the settings for the duration. An existing cluster on another
+    machine cannot reach this machine's loopback: it needs a Prefect server (PREFECT_API_URL)."""
+    from prefect_dask import DaskTaskRunner
+
+    if not isinstance(task_runner, DaskTaskRunner) or PREFECT_API_URL.value():
+        yield
+        return
+    if task_runner.address and not _loopback(task_runner.address):
+        raise InputError(f"the Dask cluster at {task_runner.address} needs a Prefect server its "
+                         "workers can reach: set PREFECT_API_URL (e.g. `prefect server start`)",
+                         field="PREFECT_API_URL")
+    from prefect.server.api.server import SubprocessASGIServer
+
+    server = SubprocessASGIServer()  # the process's ephemeral server, as get_client starts it
+    server.start()
+    with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
+        yield

@@ -1,0 +1,202 @@
+"""Scale-out: the pure helpers that cut and join the work, the runner settings, and the nightly
+flow on a Dask LocalCluster giving exactly the numbers of the default runner."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from flows.runners import RunnerSettings, runner_settings
+from searcheval import database, pipeline, store
+from searcheval.catalog import Collection, Query, Resource
+from searcheval.cli import main
+from searcheval.embeddings import CachedEmbedder
+from searcheval.errors import InputError
+from searcheval.runs import RankedRun
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+# --------------------------------------------------------------------------- cutting and joining
+
+
+def test_text_batches_are_consecutive_and_keep_the_order():
+    texts = [f"t{i}" for i in range(7)]
+    assert pipeline.text_batches(texts, 3) == [["t0", "t1", "t2"], ["t3", "t4", "t5"], ["t6"]]
+    assert pipeline.text_batches(texts, 7) == [texts]
+    assert pipeline.text_batches([], 8) == []
+    with pytest.raises(InputError, match="embed_batch"):
+        pipeline.text_batches(texts, 0)
+
+
+def test_collection_texts_are_documents_then_queries_each_once():
+    resources = [Resource("a", "Alpha", "first"), Resource("b", "Beta", "")]
+    queries = [Query("q1", "Beta"), Query("q2", "gamma")]
+    collection = Collection("c", resources, queries, [])
+    assert pipeline.collection_texts(collection) == ["Alpha\nfirst", "Beta", "gamma"]
+
+
+def test_shard_bounds_are_near_equal_and_never_empty():
+    assert pipeline.shard_bounds(7, 3) == [(0, 3), (3, 5), (5, 7)]  # 7 = 3 + 2 + 2
+    assert pipeline.shard_bounds(4, 2) == [(0, 2), (2, 4)]
+    assert pipeline.shard_bounds(2, 5) == [(0, 1), (1, 2)]  # no empty shard
+    assert pipeline.shard_bounds(0, 3) == [(0, 0)]
+    with pytest.raises(InputError, match="shards"):
+        pipeline.shard_bounds(5, 0)
+    with pytest.raises(InputError, match="shards"):
+        pipeline.check_scale_out(True, 8)
+
+
+def test_query_shards_keep_each_vector_with_its_query():
+    queries = [Query(f"q{i}", f"text {i}") for i in range(5)]
+    vectors = np.arange(10, dtype=np.float32).reshape(5, 2)
+    shards = pipeline.query_shards(queries, vectors, 2)
+    assert [(s.number, s.of) for s in shards] == [(1, 2), (2, 2)]
+    assert [[q.id for q in s.queries] for s in shards] == [["q0", "q1", "q2"], ["q3", "q4"]]
+    assert shards[1].query_vectors.tolist() == [[6.0, 7.0], [8.0, 9.0]]
+    with pytest.raises(InputError, match="one query vector per query"):
+        pipeline.query_shards(queries, vectors[:4], 2)
+
+
+def test_merge_runs_gives_back_the_unsharded_run():
+    whole = RankedRun("dense", {"q1": [("a", 0.9), ("b", 0.5)], "q2": [], "q3": [("c", 0.7)]},
+                      {"q1": 1.0, "q2": 2.0, "q3": 3.0})
+    parts = [RankedRun("dense", {"q1": whole.results["q1"], "q2": []}, {"q1": 1.0, "q2": 2.0}),
+             RankedRun("dense", {"q3": whole.results["q3"]}, {"q3": 3.0})]
+    merged = pipeline.merge_runs(parts)
+    assert merged == whole
+    assert list(merged.results) == ["q1", "q2", "q3"]  # the order of the queries
+    with pytest.raises(InputError, match="repeats query 'q3'"):
+        pipeline.merge_runs(parts + [RankedRun("dense", {"q3": []})])
+    with pytest.raises(InputError, match="'bm25' run, expected 'dense'"):
+        pipeline.merge_runs([parts[0], RankedRun("bm25", {"q3": []})])
+    with pytest.raises(InputError, match="at least one shard"):
+        pipeline.merge_runs([])
+
+
+def _batch(vectors, model="m", fingerprint="f", embedded=0, from_cache=0):
+    return pipeline.EmbeddedTexts(model, fingerprint, np.asarray(vectors, dtype=np.float32),
+                                  embedded, from_cache)
+
+
+def test_join_batches_maps_each_text_to_its_vector_and_refuses_a_foreign_model():
+    texts = ["x", "y", "z"]
+    batches = [_batch([[1.0, 0.0], [0.0, 1.0]]), _batch([[0.6, 0.8]])]
+    joined = pipeline.join_batches(texts, batches, "m", "f")
+    assert {t: v.tolist() for t, v in joined.items()} == {
+        "x": [1.0, 0.0], "y": [0.0, 1.0], "z": [np.float32(0.6).item(), np.float32(0.8).item()]}
+    with pytest.raises(InputError, match="batch 1 was embedded with m .*every worker"):
+        pipeline.join_batches(texts, [batches[0], _batch([[0.6, 0.8]], fingerprint="g")], "m", "f")
+    with pytest.raises(InputError, match="2 vectors for 3 texts"):
+        pipeline.join_batches(texts, batches[:1], "m", "f")
+
+
+# --------------------------------------------------------------------------- runner settings
+
+
+def test_the_runner_comes_from_the_flags_else_the_environment():
+    assert runner_settings(environ={}) == RunnerSettings("thread")
+    assert runner_settings(environ={"SEARCHEVAL_TASK_RUNNER": "dask"}) == \
+        RunnerSettings("dask", None, 2)
+    env = {"SEARCHEVAL_TASK_RUNNER": "dask", "SEARCHEVAL_DASK_ADDRESS": "tcp://10.0.0.5:8786",
+           "SEARCHEVAL_DASK_WORKERS": "4"}
+    assert runner_settings(environ=env) == RunnerSettings("dask", "tcp://10.0.0.5:8786", 4)
+    assert runner_settings("thread", environ=env) == RunnerSettings("thread")  # the flag wins
+    # an address alone means dask, a flag's address overrides the environment's runner
+    assert runner_settings(environ={"SEARCHEVAL_DASK_ADDRESS": "tcp://h:8786"}).kind == "dask"
+    assert runner_settings(address="tcp://h:1", environ={"SEARCHEVAL_TASK_RUNNER": "thread"}) \
+        == RunnerSettings("dask", "tcp://h:1", 2)
+
+
+@pytest.mark.parametrize("kwargs, env, where", [
+    ({}, {"SEARCHEVAL_TASK_RUNNER": "ray"}, "field 'SEARCHEVAL_TASK_RUNNER'"),
+    ({"kind": "thread", "address": "tcp://h:8786"}, {}, "field '--dask-address'"),
+    ({"address": "tcp://h 8786"}, {}, "field '--dask-address'"),
+    ({}, {"SEARCHEVAL_TASK_RUNNER": "dask", "SEARCHEVAL_DASK_WORKERS": "two"},
+     "field 'SEARCHEVAL_DASK_WORKERS'"),
+    ({"kind": "dask", "workers": 0}, {}, "field 'SEARCHEVAL_DASK_WORKERS'"),
+])
+def test_bad_runner_settings_are_refused_naming_the_setting(kwargs, env, where):
+    with pytest.raises(InputError) as error:
+        runner_settings(**kwargs, environ=env)
+    assert str(error.value).startswith(where)
+
+
+def test_a_bad_runner_flag_exits_2_before_anything_runs(tmp_path):
+    # (no capsys: the first flow import sets up Prefect's console logging on the stderr of the
+    # moment, and capsys closes its stream when the test ends; the message is checked above)
+    code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--no-baseline", "--output",
+                 str(tmp_path / "out"), "--task-runner", "thread", "--dask-address", "tcp://h:1"])
+    assert code == 2
+    assert not (tmp_path / "out").exists()
+
+
+# --------------------------------------------------------------------------- the flow on Dask
+
+
+def _run(output: Path, *extra: str) -> dict:
+    code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--no-baseline",
+                 "--output", str(output), *extra])
+    assert code == 0
+    return json.loads((output / "metrics.json").read_text())
+
+
+def _per_query(url: str, run_id: str) -> dict:
+    with database.connect(url) as conn:
+        rows = store.run_query_results(conn, run_id)
+    return {(r["configuration"], r["query_id"], r["metric"]): r["value"] for r in rows}
+
+
+def _task_runs(flow_run_id: str) -> dict[str, str]:
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+
+    return {r.name: r.state.type.value for r in anyio.run(read)}
+
+
+@pytest.mark.slow
+def test_a_local_dask_cluster_with_shards_and_small_batches_gives_identical_results(
+        flow_env, monkeypatch, tmp_path):
+    def no_local_model(self, texts):
+        raise AssertionError("the flow process embedded texts: the batches did not run on Dask")
+
+    # The cold run goes first, on Dask: the workers (processes of their own, not patched) embed
+    # every text; the default run then finds them all in the cache. Vectors of the same text
+    # differ in the last bits with the model's batch composition (padding), so the cache, which
+    # keeps the first vector of a text for every later run, is what makes runs comparable.
+    with monkeypatch.context() as patch:
+        patch.setattr(CachedEmbedder, "_encode", no_local_model)
+        dask = _run(tmp_path / "dask", "--task-runner", "dask", "--shards", "2",
+                    "--embed-batch", "8")
+    thread = _run(tmp_path / "thread")
+
+    assert dask["embeddings"] == {"model": "all-MiniLM-L6-v2", "documents": 18,
+                                  "embedded": 18 + 15, "from_cache": 0}
+    assert thread["embeddings"] == {"model": "all-MiniLM-L6-v2", "documents": 18,
+                                    "embedded": 0, "from_cache": 18 + 15}
+    for name in ("bm25", "dense", "fused"):
+        assert dask["configurations"][name]["means"] == thread["configurations"][name]["means"]
+        assert dask["configurations"][name]["by_category"] == \
+            thread["configurations"][name]["by_category"]
+        assert (tmp_path / "dask" / "runs" / f"{name}.trec").read_bytes() == \
+            (tmp_path / "thread" / "runs" / f"{name}.trec").read_bytes()
+    assert dask["coverage"] == thread["coverage"]
+    assert (tmp_path / "dask" / "per_query.csv").read_bytes() == \
+        (tmp_path / "thread" / "per_query.csv").read_bytes()
+    per_query = _per_query(flow_env, dask["run_id"])
+    assert len(per_query) > 3 * 15 and per_query == _per_query(flow_env, thread["run_id"])
+
+    # the workers reached the test API: their task runs are recorded there, Completed
+    tasks = _task_runs(dask["flow_run_id"])
+    expected = {f"embed-{i}" for i in range(1, 6)}  # ceil((18 + 15) / 8) = 5 batches
+    expected |= {f"run-{c}-{s}of2" for c in ("bm25", "dense", "fused") for s in (1, 2)}
+    assert {name: tasks.get(name) for name in expected} == dict.fromkeys(expected, "COMPLETED")
