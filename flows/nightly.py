@@ -26,7 +26,6 @@ from searcheval.rankers import CONFIGURATIONS, check_configurations
 from searcheval.report import EvaluationResult, console_table
 from searcheval.scoring import DEFAULT_REPORT_METRICS
 from searcheval.metrics import parse_metrics
-from searcheval.validation import fresh_judgments
 from flows.runners import task_runner_from_settings
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
@@ -89,9 +88,7 @@ def nightly(
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}
 
-    fresh = Collection(collection.name, collection.resources, collection.queries,
-                       fresh_judgments(collection, report), collection.grade_scale,
-                       collection.sources)
+    fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
     coverage = t.coverage(runs, qrels, coverage_k, coverage_floor)  # stale labels do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics))

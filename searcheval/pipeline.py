@@ -13,7 +13,7 @@ its own, in the same order.
 from __future__ import annotations
 
 import secrets
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -23,7 +23,6 @@ import psycopg
 from searcheval import store
 from searcheval.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
 from searcheval.catalog import Collection, Query
-from searcheval.dense import index_documents
 from searcheval.embeddings import CachedEmbedder, model_fingerprint, model_name
 from searcheval.errors import InputError
 from searcheval.gate import GateResult, check_gate, load_baseline
@@ -31,6 +30,7 @@ from searcheval.metrics import Settings
 from searcheval.report import EvaluationResult
 from searcheval.runs import RankedRun
 from searcheval.scoring import DEFAULT_REPORT_METRICS, ConfigurationScores, score_run
+from searcheval.validation import ValidationReport, fresh_judgments
 
 
 class GateTripped(Exception):
@@ -56,21 +56,6 @@ def new_run_id(now: datetime | None = None) -> str:
 def seed_catalog(conn: psycopg.Connection, collection: Collection) -> dict:
     """The catalog snapshot in Postgres (one transaction): counts added/changed/removed."""
     return store.save_catalog(conn, collection.name, collection.resources)
-
-
-def embed_collection(conn: psycopg.Connection, collection: Collection,
-                     model_path: str | None = None) -> Embedded:
-    """Document vectors for dense search and one vector per query, all through the cache: only
-    texts never seen before reach the model, and the model loads only if there are any."""
-    embedder = CachedEmbedder(conn, model_path)
-    stats = index_documents(conn, collection.name, embedder, collection.resources)
-    queries = embedder.embed([q.text for q in collection.queries])
-    stats = {"model": embedder.model, "documents": stats["documents"],
-             "embedded": embedder.embedded, "from_cache": embedder.from_cache}
-    return Embedded(model=embedder.model, query_vectors=queries, stats=stats)
-
-
-# --------------------------------------------------------------------------- scale-out
 
 
 @dataclass
@@ -221,6 +206,11 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
         results.update(part.results)
         latency.update(part.latency_ms)
     return RankedRun(configuration=configuration, results=results, latency_ms=latency)
+
+
+def fresh_collection(collection: Collection, report: ValidationReport) -> Collection:
+    """The collection without its stale judgments: what scoring and coverage see."""
+    return replace(collection, judgments=fresh_judgments(collection, report))
 
 
 def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
