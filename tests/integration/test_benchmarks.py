@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from searcheval import benchmark, database, embeddings
+from searcheval import benchmark, database, embeddings, store
 from searcheval.bm25 import run_bm25
 from searcheval.catalog import load_beir
 from searcheval.cli import main
@@ -140,7 +140,8 @@ def test_search_benchmark_figures_and_a_warm_rerun(scifact_slice, searched):
                                            "embedded": SLICE_DOCS, "from_cache": 0}
     assert f["query_embedding"]["embedded"] == SLICE_QUERIES
     assert 0.0 <= f["hnsw_recall"]["value"] <= 1.0
-    assert (f["hnsw_recall"]["k"], f["hnsw_recall"]["ef_search"]) == (10, 40)
+    ef_at_10 = min(max(10, store.EF_SEARCH_MIN), store.EF_SEARCH_MAX)  # ef_search follows k
+    assert (f["hnsw_recall"]["k"], f["hnsw_recall"]["ef_search"]) == (10, ef_at_10)
     assert f["hnsw_recall"]["at_depth"]["depth"] == 100
     assert f["hnsw_recall"]["at_depth"]["ef_search"] == 100
     assert 0.0 <= f["hnsw_recall"]["at_depth"]["value"] <= 1.0
