@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 from uuid import UUID
 
-import yaml
 
+from searcheval.catalog import read_yaml_list
 from searcheval.errors import InputError
 
 AUTOMATIONS_FILE = Path(__file__).resolve().parent / "automations.yaml"
@@ -40,15 +40,7 @@ def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str,
     import jinja2
 
     path = Path(path)
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the automations file: {exc.strerror}", file=path) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=path) from exc
-    entries = document.get("automations") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise InputError("expected a non-empty list", file=path, field="automations")
+    entries = read_yaml_list(path, "automations")
     names: set[str] = set()
     for i, entry in enumerate(entries):
         where = f"automations[{i}]"

@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
+from searcheval.catalog import read_yaml_list
 from searcheval.errors import InputError
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -99,15 +99,7 @@ def _deployment(raw: Any, file: Path, where: str) -> DeploymentSpec:
 def load_deployment_specs(prefect_file: str | Path = PREFECT_FILE) -> list[DeploymentSpec]:
     """The `deployments:` of a prefect.yaml, checked; InputError names the entry and field."""
     path = Path(prefect_file)
-    try:
-        document = yaml.safe_load(path.read_text())
-    except OSError as exc:
-        raise InputError(f"cannot read the deployments file: {exc.strerror}", file=path) from exc
-    except yaml.YAMLError as exc:
-        raise InputError(f"not valid YAML: {exc}", file=path) from exc
-    entries = document.get("deployments") if isinstance(document, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise InputError("expected a non-empty list", file=path, field="deployments")
+    entries = read_yaml_list(path, "deployments")
     specs = [_deployment(raw, path, f"deployments[{i}]") for i, raw in enumerate(entries)]
     names = [s.name for s in specs]
     duplicates = sorted({n for n in names if names.count(n) > 1})

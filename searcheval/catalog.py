@@ -153,6 +153,21 @@ def read_json(path: Path) -> tuple[Any, str]:
         raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
 
 
+def read_yaml_list(path: str | Path, key: str) -> list:
+    """The non-empty list under `key` of a YAML file (prefect.yaml, automations.yaml)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        document = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=path) from None
+    entries = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError("expected a non-empty list", file=path, field=key)
+    return entries
+
+
 def parse_time(value: Any, *, file: Path, line: int | None, field_name: str) -> datetime:
     if not isinstance(value, str) or not value.strip():
         raise InputError("expected an ISO 8601 timestamp", file=file, line=line, field=field_name)

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from deploy_support import (CHROMIUM, ROOT, VENV_BIN, Chromium, PrefectServer, Process, Receiver,
+from deploy_support import (CHROMIUM, ROOT, VENV_BIN, Chromium, PrefectServer, Process,
                             free_port, prefect_env)
+from webhook_receiver import Receiver
 
 
 @pytest.fixture(scope="module")

@@ -3,13 +3,11 @@ database per module, all stopped when the session ends."""
 
 from __future__ import annotations
 
-import json
 import shutil
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from webhook_receiver import Receiver
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,39 +27,6 @@ def prefect_harness(tmp_path_factory):
             yield
     finally:
         patch.undo()
-
-
-class Receiver:
-    """Collects the JSON bodies POSTed to it; can be told to fail the first N requests."""
-
-    def __init__(self) -> None:
-        self.bodies: list[dict] = []
-        self.fail_next = 0
-        receiver = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                if receiver.fail_next > 0:
-                    receiver.fail_next -= 1
-                    self.send_response(503)
-                    self.end_headers()
-                    return
-                receiver.bodies.append(json.loads(body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/hook?token=s3cret-token"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
 
 
 @pytest.fixture(scope="session")
