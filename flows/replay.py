@@ -21,9 +21,9 @@ from prefect.utilities.annotations import quote
 from searcheval.alerts import Alert
 from searcheval.errors import InputError
 from searcheval.metrics import parse_metrics
-from searcheval.replay import (DEFAULT_REPLAY_METRICS, ThresholdsMissed, missed_message,
-                               new_replay_id, replay_alert, replay_document, replay_settings,
-                               replay_source, replay_text)
+from searcheval.replay import (DEFAULT_REPLAY_METRICS, ThresholdsMissed, new_replay_id,
+                               replay_settings, replay_source)
+from searcheval.replay_report import (missed_message, replay_alert, replay_document, replay_text)
 from searcheval.traces import parse_time_bound
 from tasks import replay as t
 

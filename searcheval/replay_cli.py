@@ -108,9 +108,9 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from searcheval.cli import EXIT_FAILED, EXIT_OK, EXIT_TRIPPED, print_json
     from searcheval.database import DatabaseError
     from searcheval.metrics import parse_metrics
-    from searcheval.replay import (choose_sides, load_references, replay, replay_document,
-                                   replay_settings, replay_source, replay_text,
-                                   write_replay_outputs)
+    from searcheval.replay import (choose_sides, load_references, replay, replay_settings,
+                                   replay_source)
+    from searcheval.replay_report import replay_document, replay_text, write_replay_outputs
     from searcheval.traces import parse_time_bound
 
     settings = replay_settings(gain=args.gain, relevance_level=args.relevance_level,

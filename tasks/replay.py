@@ -16,6 +16,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
 from searcheval import replay as rp
+from searcheval import replay_report as rr
 from searcheval import store
 from searcheval.database import open_database
 from searcheval.metrics import Settings
@@ -64,17 +65,17 @@ def publish(report: rp.ReplayReport, references: rp.References, run_id: str, sou
             started_at: datetime, finished_at: datetime, flow_run_id: str | None,
             label: str | None, output: str | None) -> None:
     """History in Postgres (one transaction), files, and artifacts under stable keys."""
-    run_row, metric_rows = rp.replay_history(
+    run_row, metric_rows = rr.replay_history(
         report, run_id=run_id, source=source, started_at=started_at, finished_at=finished_at,
         input_hashes=references.input_hashes, flow_run_id=flow_run_id, label=label,
         thresholds=references.thresholds)
     with open_database() as conn:
         store.save_replay(conn, run_row, metric_rows)
     if output:
-        rp.write_replay_outputs(report, output, run_id=run_id)
+        rr.write_replay_outputs(report, output, run_id=run_id)
     verdict = "passed" if report.passed else f"FAILED ({len(report.failures)} miss(es))"
-    create_table_artifact(table=rp.replay_table_rows(report), key=METRICS_ARTIFACT,
+    create_table_artifact(table=rr.replay_table_rows(report), key=METRICS_ARTIFACT,
                           description=f"searcheval replay {run_id} of {report.main.source}: "
                                       f"means per segment over the labelled traces; {verdict}")
-    create_markdown_artifact(markdown=rp.replay_markdown(report, run_id=run_id),
+    create_markdown_artifact(markdown=rr.replay_markdown(report, run_id=run_id),
                              key=REPORT_ARTIFACT, description=f"searcheval replay {run_id}")

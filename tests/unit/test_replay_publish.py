@@ -10,9 +10,9 @@ import pytest
 from searcheval.catalog import sha256_file
 from searcheval.errors import InputError
 from searcheval.replay import (ALL, choose_sides, load_references, new_replay_id, parse_thresholds,
-                               replay, replay_alert, replay_document, replay_history,
-                               replay_markdown, replay_settings, replay_source,
-                               replay_table_rows, write_replay_outputs)
+                               replay, replay_settings, replay_source)
+from searcheval.replay_report import (replay_alert, replay_document, replay_history,
+                                      replay_markdown, replay_table_rows, write_replay_outputs)
 from searcheval.traces import TraceTable, parse_trace
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
