@@ -305,26 +305,42 @@ def save_evaluation(conn: psycopg.Connection, run_row: dict, metric_rows: Sequen
     `summary` are JSON-able). Metric and query rows may leave `run_id` out (it is filled in);
     per-query rows go in with COPY.
     """
-    run = _row(run_row, RUN_COLUMNS, _RUN_REQUIRED, "run_row", None)
-    run_id = run["run_id"]
+    run = _run_row(run_row, RUN_COLUMNS, _RUN_REQUIRED)
+    queries = [_row(r, QUERY_COLUMNS, _QUERY_REQUIRED, f"query_rows[{i}]", run["run_id"])
+               for i, r in enumerate(query_rows)]
+
+    def copy_queries(cur: psycopg.Cursor) -> None:
+        if queries:
+            with cur.copy(sql.COPY_EVAL_QUERY_RESULTS) as copy:
+                for row in queries:
+                    copy.write_row([row[c] for c in QUERY_COLUMNS])
+
+    _save_run(conn, "run", sql.INSERT_EVAL_RUN, run, sql.INSERT_EVAL_METRIC,
+              [_row(r, METRIC_COLUMNS, _METRIC_REQUIRED, f"metric_rows[{i}]", run["run_id"])
+               for i, r in enumerate(metric_rows)], copy_queries)
+
+
+def _run_row(run_row: dict, columns: tuple[str, ...], required: tuple[str, ...]) -> dict:
+    run = _row(run_row, columns, required, "run_row", None)
     run["input_hashes"] = Jsonb(run["input_hashes"] or {})
     run["summary"] = Jsonb(run["summary"] or {})
-    metrics = [_row(r, METRIC_COLUMNS, _METRIC_REQUIRED, f"metric_rows[{i}]", run_id)
-               for i, r in enumerate(metric_rows)]
-    queries = [_row(r, QUERY_COLUMNS, _QUERY_REQUIRED, f"query_rows[{i}]", run_id)
-               for i, r in enumerate(query_rows)]
+    return run
+
+
+def _save_run(conn: psycopg.Connection, what: str, insert_run: str, run: dict,
+              insert_metric: str, metrics: list[dict], more=None) -> None:
+    """The run row, its metric rows and (`more`) anything else, in one transaction."""
     try:
         with conn.transaction(), conn.cursor() as cur:
-            cur.execute(sql.INSERT_EVAL_RUN, run)
+            cur.execute(insert_run, run)
             if metrics:
-                cur.executemany(sql.INSERT_EVAL_METRIC, metrics)
-            if queries:
-                with cur.copy(sql.COPY_EVAL_QUERY_RESULTS) as copy:
-                    for row in queries:
-                        copy.write_row([row[c] for c in QUERY_COLUMNS])
+                cur.executemany(insert_metric, metrics)
+            if more is not None:
+                more(cur)
     except psycopg.errors.UniqueViolation as exc:
         detail = exc.diag.message_detail or str(exc)
-        raise InputError(f"duplicate row for run {run_id!r}: {detail}", field="run_id") from None
+        raise InputError(f"duplicate row for {what} {run['run_id']!r}: {detail}",
+                         field="run_id") from None
 
 
 def last_runs(conn: psycopg.Connection, n: int = 10) -> list[dict]:
@@ -464,21 +480,10 @@ _REPLAY_METRIC_REQUIRED = ("configuration", "segment", "metric", "n")
 def save_replay(conn: psycopg.Connection, run_row: dict, metric_rows: Sequence[dict]) -> None:
     """Write one replay (its run row and metric rows) in one transaction. Metric rows may leave
     `run_id` out (it is filled in); `input_hashes` and `summary` are JSON-able."""
-    run = _row(run_row, REPLAY_RUN_COLUMNS, _REPLAY_RUN_REQUIRED, "run_row", None)
-    run_id = run["run_id"]
-    run["input_hashes"] = Jsonb(run["input_hashes"] or {})
-    run["summary"] = Jsonb(run["summary"] or {})
-    metrics = [_row(r, REPLAY_METRIC_COLUMNS, _REPLAY_METRIC_REQUIRED, f"metric_rows[{i}]", run_id)
-               for i, r in enumerate(metric_rows)]
-    try:
-        with conn.transaction(), conn.cursor() as cur:
-            cur.execute(sql.INSERT_REPLAY_RUN, run)
-            if metrics:
-                cur.executemany(sql.INSERT_REPLAY_METRIC, metrics)
-    except psycopg.errors.UniqueViolation as exc:
-        detail = exc.diag.message_detail or str(exc)
-        raise InputError(f"duplicate row for replay run {run_id!r}: {detail}",
-                         field="run_id") from None
+    run = _run_row(run_row, REPLAY_RUN_COLUMNS, _REPLAY_RUN_REQUIRED)
+    _save_run(conn, "replay run", sql.INSERT_REPLAY_RUN, run, sql.INSERT_REPLAY_METRIC,
+              [_row(r, REPLAY_METRIC_COLUMNS, _REPLAY_METRIC_REQUIRED, f"metric_rows[{i}]",
+                    run["run_id"]) for i, r in enumerate(metric_rows)])
 
 
 def last_replay_runs(conn: psycopg.Connection, n: int = 10) -> list[dict]:
