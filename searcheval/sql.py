@@ -204,19 +204,10 @@ TRACES_LOCK_CLASS = 0x5452
 
 TRACES_LOCK = "SELECT pg_advisory_xact_lock(%(lock_class)s, 0)"
 
-#: Staging table of one load; dropped when its transaction ends.
+#: Staging table of one load, shaped like search_traces itself (so the two cannot drift apart);
+#: dropped when its transaction ends. COPY and the upsert name their columns.
 CREATE_TRACES_STAGING = """
-CREATE TEMP TABLE search_traces_staging (
-    trace_id         text NOT NULL,
-    ts               timestamptz NOT NULL,
-    query            text NOT NULL,
-    query_id         text,
-    segment          text NOT NULL,
-    configuration    text,
-    retrieved_ids    text[] NOT NULL,
-    relevant_ids     text[],
-    relevance_scores jsonb
-) ON COMMIT DROP
+CREATE TEMP TABLE search_traces_staging (LIKE search_traces INCLUDING DEFAULTS) ON COMMIT DROP
 """
 
 #: Column order of COPY_TRACES_STAGING and its binary types.
