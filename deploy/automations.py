@@ -25,9 +25,8 @@ from pathlib import Path
 from typing import Any, Sequence
 from uuid import UUID
 
-
-from searcheval.catalog import read_yaml_list
 from searcheval.errors import InputError
+from searcheval.io.files import read_yaml_list
 
 AUTOMATIONS_FILE = Path(__file__).resolve().parent / "automations.yaml"
 WEBHOOK_ENV = "SEARCHEVAL_ALERT_WEBHOOK"

@@ -17,41 +17,42 @@ from datetime import datetime, timezone
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
-from searcheval import pipeline
-from searcheval.alerts import Alert
-from searcheval.catalog import Collection
-from searcheval.errors import InputError
-from searcheval.pipeline import GateTripped, alert_for, new_run_id
-from searcheval.rankers import CONFIGURATIONS, check_configurations
-from searcheval.report import EvaluationResult, console_table
-from searcheval.scoring import DEFAULT_REPORT_METRICS
-from searcheval.metrics import parse_metrics
 from flows.runners import task_runner_from_settings
+from searcheval import defaults
+from searcheval.errors import GateTripped, InputError
+from searcheval.evaluation import pipeline
+from searcheval.evaluation.alerts import Alert
+from searcheval.evaluation.pipeline import alert_for, new_run_id
+from searcheval.evaluation.report import EvaluationResult, console_table
+from searcheval.io.files import input_hashes
+from searcheval.metrics.engine import parse_metrics
+from searcheval.rankers.registry import check_configurations
+from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
-    fixtures: str | None = "fixtures",
+    fixtures: str | None = defaults.FIXTURES,
     dataset: str | None = None,
-    split: str = "test",
+    split: str = defaults.SPLIT,
     max_queries: int | None = None,
-    baseline: str | None = "baseline.json",
-    configurations: list[str] = list(CONFIGURATIONS),
-    depth: int = 100,
-    metrics: list[str] = list(DEFAULT_REPORT_METRICS),
+    baseline: str | None = defaults.BASELINE,
+    configurations: list[str] = list(defaults.CONFIGURATIONS),
+    depth: int = defaults.DEPTH,
+    metrics: list[str] = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
-    coverage_k: int = 10,
-    coverage_floor: float = 0.9,
-    max_age_days: int | None = 365,
-    min_per_category: int = 3,
-    output: str | None = "out",
+    coverage_k: int = defaults.COVERAGE_K,
+    coverage_floor: float = defaults.COVERAGE_FLOOR,
+    max_age_days: int | None = defaults.MAX_AGE_DAYS,
+    min_per_category: int = defaults.MIN_PER_CATEGORY,
+    output: str | None = defaults.OUTPUT,
     model_path: str | None = None,
     label: str | None = None,
     alert_block: str | None = None,
-    shards: int = 1,
-    embed_batch: int = 2048,
+    shards: int = defaults.SHARDS,
+    embed_batch: int = defaults.EMBED_BATCH,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -96,7 +97,7 @@ def nightly(
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
-        source=str(dataset or fixtures), input_hashes=collection.input_hashes(),
+        source=str(dataset or fixtures), input_hashes=input_hashes(collection.sources),
         model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label)

@@ -18,13 +18,11 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.utilities.annotations import quote
 
-from searcheval.alerts import Alert
-from searcheval.errors import InputError
-from searcheval.metrics import parse_metrics
-from searcheval.replay import (DEFAULT_REPLAY_METRICS, ThresholdsMissed, new_replay_id,
-                               replay_settings, replay_source)
-from searcheval.replay_report import (missed_message, replay_alert, replay_document, replay_text)
-from searcheval.traces import parse_time_bound
+from searcheval import defaults
+from searcheval.errors import InputError, ThresholdsMissed
+from searcheval.evaluation.alerts import Alert
+from searcheval.replay.compose import new_replay_id, plan_replay
+from searcheval.replay.report import missed_message, replay_alert, replay_document, replay_text
 from tasks import replay as t
 
 
@@ -41,13 +39,13 @@ def replay(
     catalog: str | None = None,
     judgments: str | None = None,
     queries: str | None = None,
-    metrics: list[str] = list(DEFAULT_REPLAY_METRICS),
-    relevance_level: int = 1,
-    gain: Literal["exponential", "linear"] = "exponential",
-    no_relevant: Literal["one", "zero", "skip"] = "one",
-    max_grade: int = 3,
-    max_bad_share: float = 0.01,
-    permutations: int = 10_000,
+    metrics: list[str] = list(defaults.REPLAY_METRICS),
+    relevance_level: int = defaults.RELEVANCE_LEVEL,
+    gain: Literal["exponential", "linear"] = defaults.GAIN,
+    no_relevant: Literal["one", "zero", "skip"] = defaults.NO_RELEVANT,
+    max_grade: int = defaults.MAX_GRADE,
+    max_bad_share: float = defaults.MAX_BAD_SHARE,
+    permutations: int = defaults.PERMUTATIONS,
     seed: int = 0,
     output: str | None = "out/replay",
     label: str | None = None,
@@ -66,29 +64,25 @@ def replay(
     run_id = new_replay_id()
     started = datetime.now(timezone.utc)
     try:
-        settings = replay_settings(gain=gain, relevance_level=relevance_level,
-                                   no_relevant=no_relevant, max_grade=max_grade,
-                                   max_bad_share=max_bad_share, permutations=permutations)
-        source = replay_source(traces, traces_b, from_db, configurations)
-        parse_metrics(metrics)
-        since = parse_time_bound(since, "since")  # a naive time is UTC
-        until = parse_time_bound(until, "until")
-        references = t.load_references(thresholds, catalog, judgments, queries, max_grade)
-        if from_db:
-            table = t.read_trace_table(since, until, segment, max_grade, max_bad_share)
-            table_b = None
+        plan = plan_replay(
+            traces=traces, traces_b=traces_b, from_db=from_db, since=since, until=until,
+            segment=segment, configurations=configurations, thresholds=thresholds,
+            catalog=catalog, judgments=judgments, queries=queries, metrics=metrics, gain=gain,
+            relevance_level=relevance_level, no_relevant=no_relevant, max_grade=max_grade,
+            max_bad_share=max_bad_share, permutations=permutations, seed=seed)
+        references = t.load_references(plan)
+        if plan.from_db:
+            table, table_b = t.read_trace_table(plan), None
         else:
-            table = t.read_trace_file(traces, since, until, segment, max_grade, max_bad_share)
-            table_b = t.read_trace_file(traces_b, since, until, segment, max_grade,
-                                        max_bad_share) if traces_b else None
-        report = t.score(quote(table), quote(table_b), configurations, quote(references),
-                         metrics, settings, permutations, seed)
+            table = t.read_trace_file(plan, plan.traces)
+            table_b = t.read_trace_file(plan, plan.traces_b) if plan.traces_b else None
+        report = t.score(plan, quote(table), quote(table_b), quote(references))
     except InputError as exc:
         t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),
                      alert_block)
         raise
 
-    t.publish(quote(report), quote(references), run_id, source, started,
+    t.publish(quote(report), quote(references), run_id, plan.source, started,
               datetime.now(timezone.utc), str(flow_run.id) if flow_run.id else None, label,
               output)
     text = replay_text(report)

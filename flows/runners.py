@@ -30,8 +30,8 @@ from urllib.parse import urlsplit
 from prefect.settings import PREFECT_API_URL, temporary_settings
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
-from searcheval import database
 from searcheval.errors import InputError
+from searcheval.store import database
 
 ENV_RUNNER = "SEARCHEVAL_TASK_RUNNER"
 ENV_DASK_ADDRESS = "SEARCHEVAL_DASK_ADDRESS"

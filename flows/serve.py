@@ -13,9 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
-from searcheval.catalog import read_yaml_list
 from searcheval.errors import InputError
+from searcheval.io.files import read_yaml_list
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"

@@ -1,7 +1,8 @@
-"""The one exception type for input that searcheval refuses.
+"""Every public exception of searcheval.
 
-Every message names where the problem is (file, line, field) and what was expected, so that the
-CLI can print it as one line and exit 2.
+`InputError` is refused input: its message names where the problem is (file, line, field) and what
+was expected, so that the CLI can print it as one line and exit 2. The others are outcomes the CLI
+maps to exit codes: a tripped gate or missed threshold (1), a database failure (3).
 """
 
 from __future__ import annotations
@@ -35,3 +36,30 @@ class InputError(ValueError):
         if self.field is not None:
             where = f"{where} field '{self.field}'" if where else f"field '{self.field}'"
         return f"{where}: {self.message}" if where else self.message
+
+
+class DatabaseError(Exception):
+    """The database cannot be reached or used (exit 3). The message names host and database,
+    never the password."""
+
+
+class GateTripped(Exception):
+    """The served configuration regressed against the baseline (exit 1). `table` is the results
+    table to print beside the verdict."""
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class ThresholdsMissed(Exception):
+    """A replay missed a floor or its coverage minimum (exit 1; the flow run ends Failed)."""
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
+class AlertDeliveryError(RuntimeError):
+    """An alert could not be delivered. Logged, never raised past the alert step: the results are
+    already published and the verdict stands."""

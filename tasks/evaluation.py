@@ -10,21 +10,25 @@ from __future__ import annotations
 
 import hashlib
 import json
+from contextlib import nullcontext
 from datetime import datetime, timedelta, timezone
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from searcheval import pipeline
-from searcheval.alerts import Alert, AlertDeliveryError, post_webhook, webhook_url
-from searcheval.catalog import Collection, load_collection
-from searcheval.database import open_database
-from searcheval.errors import InputError
-from searcheval.fusion import FusionParams
-from searcheval.report import EvaluationResult, markdown_report, write_outputs
-from searcheval.runs import RankedRun
-from searcheval.validation import ValidationReport, results_coverage, validate_collection
+from searcheval import __version__
+from searcheval.errors import AlertDeliveryError, InputError
+from searcheval.evaluation import pipeline
+from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
+from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
+from searcheval.evaluation.validation import ValidationReport, validate_collection
+from searcheval.io.collection import load_collection
+from searcheval.io.files import input_hashes
+from searcheval.metrics.coverage import results_coverage
+from searcheval.rankers.registry import needs_database
+from searcheval.store.database import open_database
+from searcheval.types import Collection, RankedRun
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
@@ -51,7 +55,10 @@ def load_inputs(fixtures: str | None, dataset: str | None, split: str,
 
 def _validation_key(context, parameters) -> str:
     collection: Collection = parameters["collection"]
-    key = {"inputs": collection.input_hashes(), "max_age_days": parameters["max_age_days"],
+    # the version is in the key: the cached result is a pickled ValidationReport, and a class that
+    # moved or changed in another version must never be loaded from an old cache entry
+    key = {"version": __version__, "inputs": input_hashes(collection.sources),
+           "max_age_days": parameters["max_age_days"],
            "min_per_category": parameters["min_per_category"],
            "day": datetime.now(timezone.utc).date().isoformat()}
     return "searcheval-validate-" + hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
@@ -91,15 +98,11 @@ def index_collection(collection: Collection, texts: list[str],
       task_run_name="run-{configuration}-{shard.number}of{shard.of}")
 def run_configuration(configuration: str, collection: Collection, shard: pipeline.QueryShard,
                       model: str, k: int) -> RankedRun:
-    """One configuration over one shard of the queries (submitted: may run on a Dask worker)."""
-    from searcheval.rankers import run_configuration as run
-
-    if configuration == "bm25":
-        return run(configuration, None, collection.name, collection.resources, shard.queries,
-                   None, model, k=k)
-    with open_database() as conn:
-        return run(configuration, conn, collection.name, collection.resources, shard.queries,
-                   shard.query_vectors, model, k=k, fusion=FusionParams(depth=k))
+    """One configuration over one shard of the queries (submitted: may run on a Dask worker); a
+    connection is opened only for a configuration that reads the database."""
+    database = open_database() if needs_database(configuration) else nullcontext()
+    with database as conn:
+        return pipeline.run_shard(conn, configuration, collection, shard, model, k)
 
 
 @task(cache_policy=NO_CACHE)

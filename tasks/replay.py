@@ -1,5 +1,5 @@
-"""Prefect tasks of the replay flow: each wraps one library function (searcheval.replay,
-searcheval.traces, searcheval.store).
+"""Prefect tasks of the replay flow: each wraps one step of `searcheval.replay.compose` (the same
+composition `searcheval replay` calls) or of publishing (`searcheval.replay.report`).
 
 Retries live on the tasks that do I/O with the database; refused input is never retried. Alerts
 go through `tasks.evaluation.send_alert`, the nightly flow's channel (webhook and/or Prefect
@@ -15,12 +15,12 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 
-from searcheval import replay as rp
-from searcheval import replay_report as rr
 from searcheval import store
-from searcheval.database import open_database
-from searcheval.metrics import Settings
-from searcheval.traces import TraceTable, read_traces, select_traces
+from searcheval.io.traces import TraceTable
+from searcheval.replay import compose
+from searcheval.replay import report as rr
+from searcheval.replay.scoring import ReplayReport
+from searcheval.store.database import open_database
 from tasks.evaluation import IO_RETRIES, not_refused_input, send_alert  # noqa: F401 - re-exported
 
 METRICS_ARTIFACT = "searcheval-replay-metrics"
@@ -28,40 +28,29 @@ REPORT_ARTIFACT = "searcheval-replay-report"
 
 
 @task(cache_policy=NO_CACHE)
-def load_references(thresholds: str | None, catalog: str | None, judgments: str | None,
-                    queries: str | None, max_grade: int) -> rp.References:
-    return rp.load_references(thresholds=thresholds, catalog=catalog, judgments=judgments,
-                              queries=queries, max_grade=max_grade)
+def load_references(plan: compose.ReplayPlan) -> compose.References:
+    return compose.load_references(plan)
 
 
 @task(cache_policy=NO_CACHE, task_run_name="read-{path}")
-def read_trace_file(path: str, since: datetime | None, until: datetime | None,
-                    segment: str | None, max_grade: int, max_bad_share: float) -> TraceTable:
-    table = read_traces(path, grade_scale=(0, max_grade), max_bad_share=max_bad_share)
-    return select_traces(table, since=since, until=until, segment=segment)
+def read_trace_file(plan: compose.ReplayPlan, path: str) -> TraceTable:
+    return compose.read_file_traces(plan, path)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def read_trace_table(since: datetime | None, until: datetime | None, segment: str | None,
-                     max_grade: int, max_bad_share: float) -> TraceTable:
+def read_trace_table(plan: compose.ReplayPlan) -> TraceTable:
     with open_database() as conn:
-        return store.load_trace_table(conn, since=since, until=until, segment=segment,
-                                      grade_scale=(0, max_grade), max_bad_share=max_bad_share)
+        return compose.read_db_traces(plan, conn)
 
 
 @task(cache_policy=NO_CACHE)
-def score(table: TraceTable, table_b: TraceTable | None, configurations: list[str] | None,
-          references: rp.References, metrics: list[str], settings: Settings,
-          permutations: int, seed: int) -> rp.ReplayReport:
-    sides, excluded = rp.choose_sides(table, table_b, configurations)
-    return rp.replay(sides, metrics=metrics, settings=settings,
-                     thresholds=references.thresholds, judgments=references.judgments,
-                     queries=references.queries, catalog=references.catalog,
-                     permutations=permutations, seed=seed, excluded=excluded)
+def score(plan: compose.ReplayPlan, table: TraceTable, table_b: TraceTable | None,
+          references: compose.References) -> ReplayReport:
+    return compose.score(plan, table, table_b, references)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def publish(report: rp.ReplayReport, references: rp.References, run_id: str, source: str,
+def publish(report: ReplayReport, references: compose.References, run_id: str, source: str,
             started_at: datetime, finished_at: datetime, flow_run_id: str | None,
             label: str | None, output: str | None) -> None:
     """History in Postgres (one transaction), files, and artifacts under stable keys."""

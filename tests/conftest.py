@@ -18,7 +18,8 @@ import pytest
 from psycopg import sql as pgsql
 from psycopg.conninfo import make_conninfo
 
-from searcheval import database, embeddings, sql
+from searcheval.rankers import embeddings
+from searcheval.store import database, sql
 
 
 @pytest.fixture(scope="session")

@@ -10,9 +10,16 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
-from deploy_support import (CHROMIUM, ROOT, VENV_BIN, Chromium, PrefectServer, Process,
-                            free_port, prefect_env)
+from deploy_support import (
+    CHROMIUM,
+    ROOT,
+    VENV_BIN,
+    Chromium,
+    PrefectServer,
+    Process,
+    free_port,
+    prefect_env,
+)
 from webhook_receiver import Receiver
 
 

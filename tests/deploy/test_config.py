@@ -13,8 +13,13 @@ from uuid import UUID
 import pytest
 import yaml
 
-from flows.serve import (PREFECT_FILE, build_deployments, load_deployment_specs, load_flow,
-                         project_root)
+from flows.serve import (
+    PREFECT_FILE,
+    build_deployments,
+    load_deployment_specs,
+    load_flow,
+    project_root,
+)
 from searcheval.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -80,6 +85,32 @@ def test_ranking_change_takes_label_configurations_and_baseline():
     assert spec.parameters["configurations"] == ["bm25", "dense", "fused"]
     assert spec.parameters["baseline"] == "baseline.json"
     assert (ROOT / spec.parameters["baseline"]).is_file()
+
+
+#: parameters prefect.yaml sets on purpose to something else than the flow's default (the library's
+#: `searcheval.defaults`): each deployment writes its own output folder and labels its runs.
+OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries"}
+
+
+@pytest.mark.slow
+def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
+    """Defaults live once, in searcheval.defaults; the flows take theirs from there, and every value
+    prefect.yaml restates must be that same default."""
+    import inspect
+
+    from searcheval import defaults
+
+    for spec in load_deployment_specs():
+        signature = inspect.signature(load_flow(spec, ROOT).fn)
+        for name, value in spec.parameters.items():
+            if name in OWN_VALUES:
+                continue
+            assert value == signature.parameters[name].default, (spec.name, name)
+    nightly = inspect.signature(load_flow(load_deployment_specs()[0], ROOT).fn).parameters
+    assert nightly["configurations"].default == list(defaults.CONFIGURATIONS)
+    assert nightly["baseline"].default == defaults.BASELINE
+    assert nightly["fixtures"].default == defaults.FIXTURES
+    assert nightly["coverage_floor"].default == defaults.COVERAGE_FLOOR
 
 
 @pytest.mark.slow
@@ -205,7 +236,7 @@ def test_a_broken_automation_is_refused_naming_file_and_field(tmp_path, entry, f
 def test_the_gate_event_names_the_run_and_what_tripped():
     from types import SimpleNamespace
 
-    from searcheval.gate import GateResult, Trip
+    from searcheval.evaluation.gate import GateResult, Trip
     from tasks.events import GATE_TRIPPED, emit_gate_event, gate_event_payload, gate_event_resource
 
     trip = Trip(metric="mrr", baseline=0.9, value=0.8, delta=0.8 - 0.9)

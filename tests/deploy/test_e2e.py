@@ -18,8 +18,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-
 from deploy_support import ROOT, UI_OUTPUT, VENV_BIN, PrefectServer, Process
+
 from flows.serve import load_deployment_specs
 
 pytestmark = pytest.mark.slow
@@ -254,7 +254,7 @@ def test_the_gate_event_reaches_the_gate_automation(stack, receiver):
     script = (
         "from types import SimpleNamespace\n"
         "from prefect.events.worker import EventsWorker\n"
-        "from searcheval.gate import GateResult, Trip\n"
+        "from searcheval.evaluation.gate import GateResult, Trip\n"
         "from tasks.events import emit_gate_event\n"
         "gate = GateResult(False, 'fused', 0.02, 'baseline.json',\n"
         "                  [Trip('mrr', 0.9, 0.8, 0.8 - 0.9)], [], [], {})\n"
@@ -281,8 +281,10 @@ def test_searcheval_serve_registers_the_same_deployments_and_polls_for_their_run
     stack.worker.stop()  # from now on only the runner of `searcheval serve` polls
     since = datetime.now(timezone.utc)
     started = time.monotonic()
+    # started outside the project: SEARCHEVAL_PROJECT names it (flows/ and tasks/ are not installed)
     serve = Process([str(VENV_BIN / "searcheval"), "serve"], tmp_path / "serve.log",
-                    stack.server.env(SEARCHEVAL_DATABASE_URL=stack.database_url), tmp_path)
+                    stack.server.env(SEARCHEVAL_DATABASE_URL=stack.database_url,
+                                     SEARCHEVAL_PROJECT=str(ROOT)), tmp_path)
     try:
         deadline = time.monotonic() + 90
         while True:

@@ -10,12 +10,13 @@ import numpy as np
 import pytest
 
 from flows.runners import RunnerSettings, runner_settings
-from searcheval import database, pipeline, store
-from searcheval.catalog import Collection, Query, Resource
+from searcheval import store
 from searcheval.cli import main
-from searcheval.embeddings import CachedEmbedder
 from searcheval.errors import InputError
-from searcheval.runs import RankedRun
+from searcheval.evaluation import pipeline
+from searcheval.rankers.embeddings import CachedEmbedder
+from searcheval.store import database
+from searcheval.types import Collection, Query, RankedRun, Resource
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from searcheval import database, store
+from searcheval import store
 from searcheval.cli import main
+from searcheval.store import database
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -82,10 +83,9 @@ def test_the_expected_ordering_of_configurations_holds(first_run):
 
 
 def test_artifacts_under_stable_keys(first_run):
+    import anyio
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
-
-    import anyio
 
     async def read():
         async with get_client() as client:
@@ -101,7 +101,7 @@ def test_artifacts_under_stable_keys(first_run):
 
 
 def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, tmp_path):
-    from searcheval import embeddings
+    from searcheval.rankers import embeddings
 
     loads = embeddings.load_count
     assert run_cli(ROOT / "fixtures", ROOT / "baseline.json", tmp_path) == 0

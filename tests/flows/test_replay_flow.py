@@ -11,9 +11,10 @@ import anyio
 import pytest
 
 from flows.replay import replay
-from searcheval import database, store
-from searcheval.errors import InputError
-from searcheval.replay import ALL, ThresholdsMissed
+from searcheval import store
+from searcheval.errors import InputError, ThresholdsMissed
+from searcheval.replay.scoring import ALL
+from searcheval.store import database
 
 pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -26,8 +27,11 @@ REFERENCES = dict(catalog=str(FIXTURES / "catalog.json"),
 
 def artifacts_of(flow_run_id) -> dict[str, object]:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import (ArtifactFilter, ArtifactFilterFlowRunId,
-                                                ArtifactFilterKey)
+    from prefect.client.schemas.filters import (
+        ArtifactFilter,
+        ArtifactFilterFlowRunId,
+        ArtifactFilterKey,
+    )
 
     async def read():
         async with get_client() as client:
@@ -145,5 +149,5 @@ def test_refused_input_alerts_and_writes_nothing(flow_env, webhook, tmp_path):
         assert len(store.last_replay_runs(conn, 1000)) == before
     assert not (tmp_path / "out").exists()
     state = replay(traces=TRACES, from_db=True, return_state=True)
-    assert "expected --traces FILE or --from-db, not both" in \
+    assert "expected `traces` (a file) or `from_db`, not both" in \
         str(state.result(raise_on_failure=False))

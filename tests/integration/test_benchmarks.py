@@ -8,12 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from searcheval import benchmark, database, embeddings, store
-from searcheval.bm25 import run_bm25
-from searcheval.catalog import load_beir
+from searcheval import store
+from searcheval.bench import common, embed, search
 from searcheval.cli import main
 from searcheval.errors import InputError
-from searcheval.metrics import Settings, evaluate
+from searcheval.io.beir import load_beir
+from searcheval.metrics.engine import Settings, evaluate
+from searcheval.rankers import embeddings
+from searcheval.rankers.bm25 import run_bm25
+from searcheval.store import database
 
 pytestmark = pytest.mark.slow
 
@@ -57,7 +60,7 @@ def searched(scifact_slice, new_database, embedding_model) -> tuple[str, dict, l
     the database URL, the figures and the lines it printed. Later runs there read the cache."""
     url = new_database("bench_search")
     lines: list[str] = []
-    figures = benchmark.benchmark_search(scifact_slice, database_url=url, say=lines.append)
+    figures = search.benchmark_search(scifact_slice, database_url=url, say=lines.append)
     return url, figures, lines
 
 
@@ -73,7 +76,7 @@ def test_embed_benchmark_cold_then_warm_without_the_model(scifact_slice, databas
              (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()[:20]]
     assert len(set(texts)) == 20
     lines: list[str] = []
-    f = benchmark.benchmark_embed(texts, database_url, batch_size=8, rounds=2, say=lines.append)
+    f = embed.benchmark_embed(texts, database_url, batch_size=8, rounds=2, say=lines.append)
 
     assert (f["texts"], f["batch_size"], f["model"]) == (20, 8, "all-MiniLM-L6-v2")
     assert f["model_loaded_here"] is False  # the session fixture loaded it already
@@ -109,17 +112,17 @@ def test_embed_benchmark_cold_then_warm_without_the_model(scifact_slice, databas
 
 def test_embed_benchmark_refuses_no_text_and_bad_counts(scifact_slice):
     with pytest.raises(InputError) as err:
-        benchmark.benchmark_embed([], "postgresql://unused/db")
+        embed.benchmark_embed([], "postgresql://unused/db")
     assert err.value.field == "texts"
     with pytest.raises(InputError) as err:
-        benchmark.beir_texts(scifact_slice, SLICE_DOCS + 1)
+        common.beir_texts(scifact_slice, SLICE_DOCS + 1)
     assert f"at least {SLICE_DOCS + 1} distinct" in err.value.message
     assert err.value.file == str(scifact_slice / "corpus.jsonl")
 
 
 def test_throwaway_database_is_dropped_even_after_an_error(database_url):
     with pytest.raises(RuntimeError, match="boom"), \
-            benchmark.throwaway_database(database_url, "oops") as url:
+            common.throwaway_database(database_url, "oops") as url:
         name = database.describe(url).rsplit("/", 1)[-1]
         assert name in databases(database_url)
         with database.connect(url) as conn:  # migrated
@@ -163,7 +166,7 @@ def test_search_benchmark_figures_and_a_warm_rerun(scifact_slice, searched):
 
     # again: everything comes from the cache, the model is not touched
     loads = embeddings.load_count
-    again = benchmark.benchmark_search(scifact_slice, database_url=url, say=lines.append)
+    again = search.benchmark_search(scifact_slice, database_url=url, say=lines.append)
     assert again["index"] | {"seconds": 0} == {"seconds": 0, "documents": SLICE_DOCS,
                                                "embedded": 0, "from_cache": SLICE_DOCS}
     assert again["query_embedding"]["embedded"] == 0
@@ -175,7 +178,7 @@ def test_search_benchmark_figures_and_a_warm_rerun(scifact_slice, searched):
 
 def test_search_benchmark_refuses_bad_cutoffs(scifact_slice):
     with pytest.raises(InputError) as err:
-        benchmark.benchmark_search(scifact_slice, k=0, database_url="postgresql://unused/db")
+        search.benchmark_search(scifact_slice, k=0, database_url="postgresql://unused/db")
     assert err.value.field == "k"
 
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from searcheval import dense, store
-from searcheval.catalog import Resource
-from searcheval.embeddings import CachedEmbedder
+from searcheval import store
 from searcheval.errors import InputError
+from searcheval.rankers import dense
+from searcheval.rankers.embeddings import CachedEmbedder
+from searcheval.types import Resource
 
 pytestmark = pytest.mark.slow
 

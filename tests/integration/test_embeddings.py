@@ -5,9 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from searcheval import embeddings, store
-from searcheval.embeddings import CachedEmbedder
+from searcheval import store
 from searcheval.errors import InputError
+from searcheval.rankers import embeddings
+from searcheval.rankers.embeddings import CachedEmbedder
 
 EVIL = "'); DROP TABLE x; --"
 

@@ -7,14 +7,13 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 
-from searcheval import database
-from searcheval.catalog import Query
 from searcheval.cli import main
-from searcheval.gate import load_baseline
-from searcheval.pipeline import publish_history
-from searcheval.report import EvaluationResult, write_outputs
-from searcheval.runs import RankedRun
-from searcheval.scoring import score_run
+from searcheval.evaluation.baseline import load_baseline
+from searcheval.evaluation.pipeline import publish_history
+from searcheval.evaluation.report import EvaluationResult, write_outputs
+from searcheval.metrics.scoring import score_run
+from searcheval.store import database
+from searcheval.types import Query, RankedRun
 
 pytestmark = pytest.mark.slow
 QUERIES = [Query("q1", "a", "exact-name"), Query("q2", "b", "paraphrase")]

@@ -16,13 +16,14 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
 import pytest
+from psycopg.conninfo import conninfo_to_dict
 
-from searcheval import database, store
-from searcheval.catalog import Resource
-from searcheval.database import DatabaseError, Migration
-from searcheval.errors import InputError
+from searcheval import store
+from searcheval.errors import DatabaseError, InputError
+from searcheval.store import database
+from searcheval.store.database import Migration
+from searcheval.types import Resource
 
 pytestmark = pytest.mark.slow
 
@@ -351,7 +352,7 @@ def test_resolve_url_prefers_argument_then_environment(monkeypatch):
 
 START_EMBEDDED = """
 import sys
-from searcheval import database
+from searcheval.store import database
 url = database.resolve_url()
 with database.connect(url) as conn:
     database.migrate(conn)
@@ -368,7 +369,7 @@ def test_embedded_server_starts_once_for_two_processes_in_a_long_directory():
     cwd.mkdir()
     assert len(str(cwd / ".searcheval" / "pg" / ".s.PGSQL.5432")) > 108
     env = {k: v for k, v in os.environ.items() if k != database.ENV_URL}
-    env["PYTHONPATH"] = str(Path(database.__file__).parents[1])
+    env["PYTHONPATH"] = str(Path(database.__file__).parents[2])
     procs = [subprocess.Popen([sys.executable, "-c", START_EMBEDDED], cwd=cwd, env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(2)]

@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from searcheval import database, store
+from searcheval import store
 from searcheval.cli import main
 from searcheval.errors import InputError
-from searcheval.traces import Trace, TraceTable, iter_trace_records, read_traces
+from searcheval.io.traces import Trace, TraceTable, iter_trace_records, read_traces
+from searcheval.store import database
 
 pytestmark = pytest.mark.slow
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
@@ -210,7 +211,7 @@ def test_since_until_and_segment_select_the_same_traces_from_both_sources(url, c
     code, _, err = cli(capsys, "replay", "--from-db", "--database-url", url, "--segment", "nope")
     assert code == 2 and err == "searcheval: search_traces: no trace matches segment = 'nope'\n"
     code, _, err = cli(capsys, "replay", "--traces", TRACES, "--since", "yesterday")
-    assert code == 2 and err == ("searcheval: field 'since': expected an ISO 8601 timestamp, "
+    assert code == 2 and err == ("searcheval: --since: expected an ISO 8601 timestamp, "
                                  "got 'yesterday'\n")
 
 

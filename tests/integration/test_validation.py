@@ -11,17 +11,17 @@ from pathlib import Path
 
 import pytest
 
-from searcheval import validation
-from searcheval.catalog import CATEGORIES, Collection, Judgment, Query, Resource, load_fixtures
 from searcheval.errors import InputError
-from searcheval.runs import RankedRun
-from searcheval.validation import (
+from searcheval.evaluation import validation
+from searcheval.evaluation.validation import (
     StaleJudgment,
     fresh_judgments,
     load_suite_file,
-    results_coverage,
     validate_collection,
 )
+from searcheval.io.fixtures import CATEGORIES, load_fixtures
+from searcheval.metrics.coverage import results_coverage
+from searcheval.types import Collection, Judgment, Query, RankedRun, Resource
 
 pytestmark = pytest.mark.slow
 
@@ -87,7 +87,7 @@ def test_suites_are_built_once_per_process():
 
 
 def test_module_import_does_not_import_gx():
-    code = "import sys, searcheval.validation; print('great_expectations' in sys.modules)"
+    code = "import sys, searcheval.evaluation.validation; print('great_expectations' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
                          check=True)
     assert out.stdout.strip() == "False"

@@ -3,11 +3,10 @@
 import random
 
 import pytest
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from searcheval.metrics import Settings, evaluate
+from searcheval.metrics.engine import Settings, evaluate
 
 METRICS = ["ndcg@10", "ndcg@3", "mrr", "mrr@5", "recall@20", "recall@2", "precision@10", "map",
            "map@5", "judged@10", "abstention"]

@@ -9,9 +9,10 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from searcheval.bm25 import BM25FIndex, analyze, run_bm25, stem, tokenize
-from searcheval.catalog import Query, Resource, load_fixtures
 from searcheval.errors import InputError
+from searcheval.io.fixtures import load_fixtures
+from searcheval.rankers.bm25 import BM25FIndex, analyze, run_bm25, stem, tokenize
+from searcheval.types import Query, Resource
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 SAT = 1.2 + 1  # k1 + 1 at the default k1 = 1.2

@@ -59,7 +59,7 @@ def test_score_table_on_the_example_run(capsys):
     ("1 0 a 1\n", "1 Q0 a 1 x t\n", [], "run.trec:1 field 'score': expected a numeric score, got 'x'"),
     ("1 0 a 1\n", "1 Q0 a 1 1 t\n1 Q0 a 2 0.5 t\n", [], "run.trec:2 field 'docid': duplicate document 'a'"),
     ("1 0 a 1\n", "", [], "run.trec: the file is empty"),
-    ("1 0 a 1\n", "1 Q0 a 1 1 t\n", ["--metrics", "ndcg@10,bogus"], "field 'metrics': unknown metric 'bogus'"),
+    ("1 0 a 1\n", "1 Q0 a 1 1 t\n", ["--metrics", "ndcg@10,bogus"], "--metrics: unknown metric 'bogus'"),
     ("1 0 a 1\n", "7 Q0 a 1 1 t\n", [], "run.trec: no query of the run is judged"),
 ])
 def test_bad_input_prints_one_line_and_exits_2(tmp_path, capsys, qrels_text, run_text, args, message):

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from searcheval.bm25 import run_bm25
-from searcheval.catalog import Filters, Query, Resource, load_fixtures
 from searcheval.errors import InputError
-from searcheval.fusion import FusionParams, fuse, reliability, run_fused
-from searcheval.runs import RankedRun
+from searcheval.io.fixtures import load_fixtures
+from searcheval.rankers.bm25 import run_bm25
+from searcheval.rankers.fusion import FusionParams, fuse, reliability, run_fused
+from searcheval.types import Filters, Query, RankedRun, Resource
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 

@@ -6,13 +6,18 @@ from itertools import product
 import numpy as np
 import pytest
 
-from searcheval.catalog import Query
 from searcheval.errors import InputError
-from searcheval.gate import (Baseline, baseline_from_scores, check_gate, diff_baselines,
-                             load_baseline, write_baseline)
-from searcheval.runs import RankedRun
-from searcheval.scoring import score_run
-from searcheval.stats import bootstrap_ci, paired_randomization_test
+from searcheval.evaluation.baseline import (
+    Baseline,
+    baseline_from_scores,
+    diff_baselines,
+    load_baseline,
+    write_baseline,
+)
+from searcheval.evaluation.gate import check_gate
+from searcheval.metrics.scoring import score_run
+from searcheval.metrics.stats import bootstrap_ci, paired_randomization_test
+from searcheval.types import Query, RankedRun
 
 QUERIES = [Query("q1", "a", "exact-name"), Query("q2", "b", "exact-name"),
            Query("q3", "c", "paraphrase"), Query("q4", "d", "paraphrase")]

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from searcheval.catalog import load_beir, load_catalog, load_fixtures, load_judgments, load_queries
 from searcheval.errors import InputError
-from searcheval.judgments import load_qrels, load_trec_qrels
-from searcheval.runs import load_trec_run
+from searcheval.io.beir import load_beir
+from searcheval.io.files import input_hashes
+from searcheval.io.fixtures import load_catalog, load_fixtures, load_judgments, load_queries
+from searcheval.io.trec import load_qrels, load_trec_qrels, load_trec_run
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURES = ROOT / "fixtures"
@@ -28,7 +29,7 @@ def test_fixtures_load_completely():
     assert {q.category for q in c.queries} == {"exact-name", "paraphrase", "filtered", "no-result",
                                                "adversarial"}
     assert len(c.qrels()) == 15 and all(len(d) == 18 for d in c.qrels().values())
-    assert set(c.input_hashes()) == {"catalog", "queries", "judgments"}
+    assert set(input_hashes(c.sources)) == {"catalog", "queries", "judgments"}
 
 
 def test_example_files_agree_with_the_fixtures():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from searcheval.errors import InputError
-from searcheval.metrics import Settings, evaluate, parse_metric, ranking
+from searcheval.metrics.engine import Settings, evaluate, parse_metric, ranking
 
 SEED = {"a": 3, "b": 1, "c": 0}  # the seed methodology's example
 LADDER = {"x": 3, "y": 1, "z": 1, "w": 0}  # judged grades [3, 1, 1, 0]

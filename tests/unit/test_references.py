@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import pytrec_eval
 
-from searcheval.metrics import Settings, evaluate
+from searcheval.metrics.engine import Settings, evaluate
 
 PYTREC = {"ndcg@10": "ndcg_cut_10", "mrr": "recip_rank", "recall@20": "recall_20",
           "precision@10": "P_10", "map": "map"}

@@ -5,15 +5,27 @@ from math import log2
 import numpy as np
 import pytest
 
-from searcheval.catalog import Query
 from searcheval.errors import InputError
-from searcheval.metrics import Settings
-from searcheval.replay import (ALL, FROM_JUDGMENTS, Coverage, Failure, check_thresholds,
-                               compare_configurations, measure_coverage, parse_thresholds,
-                               query_index, replay, resolve_labels, score_traces,
-                               split_configurations, summarize_segments)
-from searcheval.stats import paired_randomization_test, sign_flip_pvalues
-from searcheval.traces import FROM_IDS, FROM_SCORES, NO_LABELS, TraceTable, parse_trace
+from searcheval.io.traces import FROM_IDS, FROM_SCORES, NO_LABELS, TraceTable, parse_trace
+from searcheval.metrics.engine import Settings
+from searcheval.metrics.stats import paired_randomization_test, sign_flip_pvalues
+from searcheval.replay.scoring import (
+    ALL,
+    FROM_JUDGMENTS,
+    Coverage,
+    Failure,
+    check_thresholds,
+    compare_configurations,
+    measure_coverage,
+    parse_thresholds,
+    query_index,
+    replay,
+    resolve_labels,
+    score_traces,
+    split_configurations,
+    summarize_segments,
+)
+from searcheval.types import Query
 
 METRICS = ["ndcg@10", "mrr", "precision@2", "recall@20", "map"]
 
@@ -236,7 +248,7 @@ def test_paired_test_random_flips_fixed_seed():
 
 
 def test_the_gate_and_the_ab_share_one_statistic():
-    import searcheval.replay as replay_module
+    import searcheval.replay.scoring as replay_module
 
     assert replay_module.sign_flip_pvalues is sign_flip_pvalues
     assert not hasattr(replay_module, "paired_randomization_test")

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from searcheval.bench.replay import benchmark_replay
 from searcheval.cli import build_parser, main
-from searcheval.replay_benchmark import benchmark_replay
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 
@@ -115,11 +115,10 @@ def test_bad_lines_within_the_share_are_counted(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--metrics", "ndcg"], "field 'metrics': metric 'ndcg' needs a cutoff, e.g. ndcg@10"),
-    (["--relevance-level", "4"], "field 'relevance-level': expected a relevance level in 1..3, "
-                                 "got 4"),
+    (["--metrics", "ndcg"], "--metrics: metric 'ndcg' needs a cutoff, e.g. ndcg@10"),
+    (["--relevance-level", "4"], "--relevance-level: expected a relevance level in 1..3, got 4"),
     (["--thresholds", "missing.json"], "missing.json: file not found"),
-    (["--traces-b", "x.jsonl", "--configurations", "a,b"], "field 'configurations': "
+    (["--traces-b", "x.jsonl", "--configurations", "a,b"], "--configurations: "
                                                             "--configurations splits one"),
 ])
 def test_refused_options(simple, capsys, args, message):
@@ -217,5 +216,5 @@ def test_one_source_exactly_usage_errors(capsys, args, message):
 def test_from_db_has_no_second_file(capsys):
     code, out, err = run(capsys, "--from-db", "--traces-b", "b.jsonl")
     assert code == 2 and out == ""
-    assert err.startswith("searcheval: field 'traces-b': --traces-b is a second file against "
+    assert err.startswith("searcheval: --traces-b: --traces-b is a second file against "
                           "--traces; with --from-db split the table with --configurations")

@@ -7,13 +7,26 @@ from pathlib import Path
 
 import pytest
 
-from searcheval.catalog import sha256_file
 from searcheval.errors import InputError
-from searcheval.replay import (ALL, choose_sides, load_references, new_replay_id, parse_thresholds,
-                               replay, replay_settings, replay_source)
-from searcheval.replay_report import (replay_alert, replay_document, replay_history,
-                                      replay_markdown, replay_table_rows, write_replay_outputs)
-from searcheval.traces import TraceTable, parse_trace
+from searcheval.io.files import sha256_file
+from searcheval.io.traces import TraceTable, parse_trace
+from searcheval.replay.compose import (
+    choose_sides,
+    load_references,
+    new_replay_id,
+    plan_replay,
+    replay_settings,
+    replay_source,
+)
+from searcheval.replay.report import (
+    replay_alert,
+    replay_document,
+    replay_history,
+    replay_markdown,
+    replay_table_rows,
+    write_replay_outputs,
+)
+from searcheval.replay.scoring import ALL, parse_thresholds, replay
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 T0 = datetime(2026, 12, 2, 8, tzinfo=timezone.utc)
@@ -126,10 +139,10 @@ def test_ab_history_rows_carry_both_sides():
 
 
 @pytest.mark.parametrize("args, message", [
-    ((None, None, False), "field 'traces': expected --traces FILE or --from-db"),
-    (("t.jsonl", None, True), "field 'traces': expected --traces FILE or --from-db, not both"),
-    ((None, "b.jsonl", True), "field 'traces-b': --traces-b is a second file"),
-    (("t.jsonl", "b.jsonl", False, ["x"]), "field 'configurations': --configurations splits"),
+    ((None, None, False), "field 'traces': expected `traces` (a file) or `from_db`"),
+    (("t.jsonl", None, True), "field 'traces': expected `traces` (a file) or `from_db`, not both"),
+    ((None, "b.jsonl", True), "field 'traces_b': `traces_b` is a second file"),
+    (("t.jsonl", "b.jsonl", False, ["x"]), "field 'configurations': `configurations` splits"),
 ])
 def test_exactly_one_source(args, message):
     with pytest.raises(InputError) as err:
@@ -145,9 +158,9 @@ def test_sources_name_the_history_source():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"max_grade": 0}, "field 'max-grade': expected a top grade >= 1, got 0"),
-    ({"relevance_level": 4}, "field 'relevance-level': expected a relevance level in 1..3"),
-    ({"max_bad_share": 2.0}, "field 'max-bad-share': expected a share in [0, 1], got 2.0"),
+    ({"max_grade": 0}, "field 'max_grade': expected a top grade >= 1, got 0"),
+    ({"relevance_level": 4}, "field 'relevance_level': expected a relevance level in 1..3"),
+    ({"max_bad_share": 2.0}, "field 'max_bad_share': expected a share in [0, 1], got 2.0"),
     ({"permutations": 0}, "field 'permutations': expected at least 1 permutation"),
 ])
 def test_settings_refusals(kwargs, message):
@@ -157,16 +170,17 @@ def test_settings_refusals(kwargs, message):
 
 
 def test_references_from_the_fixtures():
-    refs = load_references(thresholds=FIXTURES / "thresholds.json",
-                           catalog=FIXTURES / "catalog.json",
-                           judgments=FIXTURES / "judgments.csv",
-                           queries=FIXTURES / "golden_queries.json")
+    refs = load_references(plan_replay(traces="unused.jsonl",
+                                       thresholds=FIXTURES / "thresholds.json",
+                                       catalog=FIXTURES / "catalog.json",
+                                       judgments=FIXTURES / "judgments.csv",
+                                       queries=FIXTURES / "golden_queries.json"))
     assert refs.thresholds.min_coverage == 0.8
     assert len(refs.catalog) == 18 and len(refs.queries) == 15
     assert sum(len(v) for v in refs.judgments.values()) == 15 * 18
     assert refs.input_hashes == {name: sha256_file(FIXTURES / file) for name, file in [
         ("thresholds", "thresholds.json"), ("catalog", "catalog.json"),
         ("judgments", "judgments.csv"), ("queries", "golden_queries.json")]}
-    empty = load_references()
+    empty = load_references(plan_replay(traces="unused.jsonl"))
     assert (empty.thresholds, empty.catalog, empty.judgments, empty.input_hashes) == \
         (None, None, None, {})

@@ -6,8 +6,18 @@ from datetime import datetime, timezone
 import pytest
 
 from searcheval.errors import InputError
-from searcheval.traces import (FROM_IDS, FROM_SCORES, NO_LABELS, Trace, TraceError, TraceTable,
-                               as_dict, normalize_query, parse_trace, read_traces)
+from searcheval.io.traces import (
+    FROM_IDS,
+    FROM_SCORES,
+    NO_LABELS,
+    Trace,
+    TraceError,
+    TraceTable,
+    as_dict,
+    normalize_query,
+    parse_trace,
+    read_traces,
+)
 
 
 def record(**fields):
@@ -194,7 +204,7 @@ def test_normalize_query():
 
 
 def test_the_file_stream_yields_as_it_reads_and_refuses_at_the_end(tmp_path):
-    from searcheval.traces import BadLines, iter_trace_file
+    from searcheval.io.traces import BadLines, iter_trace_file
 
     path = write_lines(tmp_path, good_lines(2) + ["{"])  # 1 bad of 3 > 1 %
     bad = BadLines()
@@ -211,7 +221,7 @@ def test_the_file_stream_yields_as_it_reads_and_refuses_at_the_end(tmp_path):
 
 
 def test_records_are_validated_like_lines_with_their_trace_id():
-    from searcheval.traces import BadLines, iter_trace_records
+    from searcheval.io.traces import BadLines, iter_trace_records
 
     records = [record(trace_id=f"t{i}") for i in range(3)] + [record(trace_id="x", query=" ")]
     bad = BadLines()
@@ -231,7 +241,7 @@ def test_records_are_validated_like_lines_with_their_trace_id():
 
 
 def test_select_traces_by_time_and_segment():
-    from searcheval.traces import parse_time_bound, select_traces
+    from searcheval.io.traces import parse_time_bound, select_traces
 
     traces = [parse_trace(record(trace_id=f"t{h}", ts=f"2026-12-01T{h:02d}:00:00Z",
                                  segment="web" if h % 2 else "app")) for h in range(8, 14)]

@@ -1,0 +1,95 @@
+"""`searcheval benchmark ...`: rerunnable speed benchmarks against the reference tools
+(searcheval.bench, imported only when a benchmark runs)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from searcheval.cli.common import EXIT_FAILED, EXIT_OK, EXIT_TRIPPED, Parser, add_database_url
+from searcheval.errors import InputError
+
+
+def cmd_benchmark_metrics(args: argparse.Namespace) -> int:
+    from searcheval.bench.metrics import benchmark_metrics
+
+    return benchmark_metrics(queries=args.queries, depth=args.depth, judged=args.judged,
+                             seed=args.seed)
+
+
+def cmd_benchmark_embed(args: argparse.Namespace) -> int:
+    from searcheval.bench.common import beir_texts
+    from searcheval.bench.embed import benchmark_embed
+    from searcheval.errors import DatabaseError
+
+    try:
+        figures = benchmark_embed(beir_texts(args.dataset, args.texts), args.database_url,
+                                  batch_size=args.batch_size)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def cmd_benchmark_search(args: argparse.Namespace) -> int:
+    from searcheval.bench.search import benchmark_search
+    from searcheval.errors import DatabaseError
+
+    try:
+        figures = benchmark_search(args.dataset, split=args.split, max_queries=args.queries,
+                                   k=args.k, depth=args.depth, database_url=args.database_url)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def add_benchmark(sub) -> None:
+    p = sub.add_parser("benchmark", help="rerunnable speed benchmarks against reference tools")
+    bsub = p.add_subparsers(dest="benchmark", required=True, parser_class=Parser)
+    m = bsub.add_parser("metrics", help="searcheval vs pytrec_eval vs ranx on one random run")
+    m.add_argument("--queries", type=int, default=20000, help="queries of the random run")
+    m.add_argument("--depth", type=int, default=100, help="results per query")
+    m.add_argument("--judged", type=int, default=15, help="judged documents per query")
+    m.add_argument("--seed", type=int, default=0, help="seed of the random run")
+    m.set_defaults(handler=cmd_benchmark_metrics)
+    scifact = Path("../shared/datasets/scifact")
+    e = bsub.add_parser("embed", help="cached embedder (cold, then warm in a new process) vs raw "
+                                      "SentenceTransformer.encode on the same texts")
+    e.add_argument("--dataset", type=Path, default=scifact,
+                   help="BEIR collection whose titles + abstracts are embedded")
+    e.add_argument("--texts", type=int, default=1000, help="distinct texts to embed")
+    e.add_argument("--batch-size", type=int, default=64, help="texts per encode batch")
+    add_database_url(e, "server to create the throwaway database on")
+    e.set_defaults(handler=cmd_benchmark_embed)
+    s = bsub.add_parser("search", help="HNSW recall, per-query latency and nDCG@10 of the "
+                                       "configurations on a BEIR collection")
+    s.add_argument("--dataset", type=Path, default=scifact)
+    s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
+    s.add_argument("--queries", type=int, help="only the first N judged queries")
+    s.add_argument("--k", type=int, default=10, help="cut-off of the HNSW recall (default 10)")
+    s.add_argument("--depth", type=int, default=100,
+                   help="results per query of the timed runs (default 100, as the nightly)")
+    add_database_url(s)
+    s.set_defaults(handler=cmd_benchmark_search)
+    add_benchmark_replay(bsub)
+
+
+def add_benchmark_replay(bsub) -> None:
+    b = bsub.add_parser("replay", help="a million synthetic traces through the replay path")
+    b.add_argument("--traces", type=int, default=1_000_000, help="traces to generate")
+    b.add_argument("--depth", type=int, default=20, help="retrieved ids per trace")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    b.add_argument("--directory", type=Path, default=None,
+                   help="where the JSONL is written (default: a temporary folder, removed)")
+    b.set_defaults(handler=cmd_benchmark_replay)
+
+
+def cmd_benchmark_replay(args: argparse.Namespace) -> int:
+    from searcheval.bench.replay import benchmark_replay
+
+    if args.traces < 1 or args.depth < 1:
+        raise InputError("expected --traces and --depth >= 1", field="traces")
+    return benchmark_replay(traces=args.traces, depth=args.depth, seed=args.seed,
+                            directory=args.directory)

@@ -1,0 +1,83 @@
+"""`searcheval run`: one nightly evaluation through the Prefect flow (flows/nightly.py)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from searcheval import defaults
+from searcheval.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_TRIPPED,
+    add_collection,
+    add_database_url,
+    database_env,
+    import_project_module,
+)
+from searcheval.errors import InputError
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    nightly = import_project_module("flows.nightly").nightly
+    from searcheval.errors import GateTripped
+
+    params = dict(fixtures=None if args.dataset else str(args.fixtures),
+                  dataset=str(args.dataset) if args.dataset else None, split=args.split,
+                  max_queries=args.max_queries,
+                  baseline=None if args.no_baseline else str(args.baseline),
+                  output=str(args.output), label=args.label, tolerance=args.tolerance,
+                  alert_block=args.alert_block)
+    if args.configurations:
+        params["configurations"] = [c.strip() for c in args.configurations.split(",")]
+    params.update(min_per_category=args.min_per_category, shards=args.shards,
+                  embed_batch=args.embed_batch)
+    runners = import_project_module("flows.runners")
+
+    runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
+    with database_env(args.database_url), runners.api_for_workers(runner):
+        state = nightly.with_options(task_runner=runner)(**params, return_state=True)
+    if state.is_completed():
+        print(state.result()["table"])
+        return EXIT_OK
+    exc = state.result(raise_on_failure=False)
+    if isinstance(exc, GateTripped):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_TRIPPED
+    if isinstance(exc, InputError):
+        raise exc
+    print(f"searcheval: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def add_run(sub) -> None:
+    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)")
+    add_collection(p)
+    p.add_argument("--max-queries", type=int, help="BEIR: evaluate only the first N judged queries")
+    p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
+                   help="fewest golden queries a category may have "
+                        f"(default {defaults.MIN_PER_CATEGORY})")
+    p.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
+                   help=f"the reviewed baseline the gate compares with (default {defaults.BASELINE})")
+    p.add_argument("--no-baseline", action="store_true", help="score only, no gate")
+    p.add_argument("--tolerance", type=float, help="override the baseline's tolerance")
+    p.add_argument("--configurations", help="comma-separated subset of bm25,dense,fused")
+    p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
+                   help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
+                        f"(default {defaults.OUTPUT})")
+    p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--alert-block", help="Prefect notification block to alert through ('type/name')")
+    add_database_url(p)
+    p.add_argument("--task-runner", choices=["thread", "dask"],
+                   help="where batches and shards run (default: SEARCHEVAL_TASK_RUNNER, else thread)")
+    p.add_argument("--dask-address", help="scheduler of an existing Dask cluster (default: "
+                   "SEARCHEVAL_DASK_ADDRESS, else a LocalCluster of SEARCHEVAL_DASK_WORKERS=2)")
+    p.add_argument("--shards", type=int, default=defaults.SHARDS,
+                   help=f"query shards per configuration (default {defaults.SHARDS})")
+    p.add_argument("--embed-batch", type=int, default=defaults.EMBED_BATCH,
+                   help=f"texts per embedding task (default {defaults.EMBED_BATCH})")
+    p.set_defaults(handler=cmd_run)

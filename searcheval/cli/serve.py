@@ -1,0 +1,29 @@
+"""`searcheval serve`: serve deploy/prefect.yaml's deployments from this process."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from searcheval.cli.common import EXIT_OK, add_database_url, database_env, import_project_module
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve deploy/prefect.yaml's deployments with their schedules until interrupted."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    serving = import_project_module("flows.serve")
+
+    with database_env(args.database_url):  # flow runs are subprocesses: they inherit it
+        serving.serve_deployments(args.prefect_file or serving.PREFECT_FILE, limit=args.limit)
+    return EXIT_OK
+
+
+def add_serve(sub) -> None:
+    p = sub.add_parser("serve", help="serve the deployments of deploy/prefect.yaml (schedules, "
+                                     "manual runs) from this process, without a worker")
+    p.add_argument("--prefect-file", type=Path, default=None,
+                   help="the deployments file (default: deploy/prefect.yaml of the project)")
+    p.add_argument("--limit", type=int, default=None, help="most flow runs at the same time")
+    add_database_url(p, "Postgres with pgvector for the flow runs")
+    p.set_defaults(handler=cmd_serve)

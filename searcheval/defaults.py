@@ -1,0 +1,40 @@
+"""Every default of a run option, once. The CLI flags, the flow parameters and deploy/prefect.yaml
+take their defaults from here (tests/deploy/test_config.py checks that prefect.yaml agrees).
+
+Plain constants only: importing this module costs nothing.
+"""
+
+from __future__ import annotations
+
+# -- inputs
+FIXTURES = "fixtures"  # the seed fixtures folder
+SPLIT = "test"  # BEIR qrels split
+BASELINE = "baseline.json"
+OUTPUT = "out"
+MAX_GRADE = 3  # top of the grade scale of TREC qrels and traces: grades 0..3
+MAX_BAD_SHARE = 0.01  # bad trace lines skipped up to this share of a file, refused above
+
+# -- metrics and their conventions
+SCORE_METRICS = ("ndcg@10", "mrr", "recall@20")  # `searcheval score`
+REPORT_METRICS = ("ndcg@10", "mrr", "recall@20", "precision@10", "map", "judged@10", "abstention")
+GATED_METRICS = ("ndcg@10", "mrr", "recall@20")
+REPLAY_METRICS = ("ndcg@10", "mrr", "precision@10", "recall@20", "map")
+GAIN = "exponential"  # 2^grade - 1; "linear" is trec_eval's
+RELEVANCE_LEVEL = 1  # lowest grade that counts as relevant for MRR, P, R, MAP
+NO_RELEVANT = "one"  # nDCG and Recall of a query with no relevant judgment: one | zero | skip
+
+# -- the nightly evaluation
+CONFIGURATIONS = ("bm25", "dense", "fused")
+GATED_CONFIGURATION = "fused"  # what production serves, the one the gate guards
+DEPTH = 100  # results per query
+TOLERANCE = 0.02  # absolute drop of a gated metric that trips the gate
+COVERAGE_K = 10  # judged share of each configuration's top k ...
+COVERAGE_FLOOR = 0.9  # ... below this share, the run is alerted
+MAX_AGE_DAYS = 365  # judgments older than this are stale
+MIN_PER_CATEGORY = 3  # fewest golden queries a category may have
+SHARDS = 1  # query shards per configuration
+EMBED_BATCH = 2048  # texts per embedding task
+
+# -- statistics
+PERMUTATIONS = 10_000  # random sign flips of the paired randomization test beyond 16 pairs
+WORST_QUERIES = 5  # queries named per tripped metric

@@ -1,0 +1,163 @@
+"""The reviewed baseline of the gate (`baseline.json`): what it holds, how it is read and written,
+and what `searcheval baseline update` changes. Only `write_baseline` writes the file, and only
+`searcheval baseline update` calls it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from searcheval.defaults import GATED_METRICS, TOLERANCE
+from searcheval.errors import InputError
+from searcheval.io.files import read_json
+from searcheval.metrics.engine import parse_metric
+from searcheval.metrics.scoring import ConfigurationScores
+
+
+@dataclass
+class Baseline:
+    configuration: str
+    metrics: dict[str, float]
+    tolerance: float = TOLERANCE
+    floors: dict[str, float] = field(default_factory=dict)
+    category_floors: dict[str, dict[str, float]] = field(default_factory=dict)
+    per_query: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    created_at: str | None = None
+    from_run: str | None = None
+    model: str | None = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    path: str | None = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data.pop("path")
+        return data
+
+
+def _number(value: Any, path: Path, field_name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"expected a number, got {value!r}", file=path, field=field_name)
+    return float(value)
+
+
+def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
+    if not isinstance(raw, dict):
+        raise InputError("expected an object {metric: number}", file=path, field=field_name)
+    out = {}
+    for name, value in raw.items():
+        try:
+            parse_metric(name)
+        except InputError as exc:
+            raise InputError(exc.message, file=path, field=f"{field_name}.{name}") from None
+        out[name] = _number(value, path, f"{field_name}.{name}")
+    return out
+
+
+def load_baseline(path: str | Path) -> Baseline:
+    path = Path(path)
+    data, _ = read_json(path)
+    if not isinstance(data, dict):
+        raise InputError("expected a JSON object", file=path)
+    for key in ("configuration", "metrics"):
+        if key not in data:
+            raise InputError("missing; expected the gated configuration and its metrics", file=path,
+                             field=key)
+    tolerance = _number(data.get("tolerance", TOLERANCE), path, "tolerance")
+    if tolerance < 0:
+        raise InputError(f"expected a tolerance >= 0, got {tolerance}", file=path, field="tolerance")
+    category_floors = data.get("category_floors") or {}
+    if not isinstance(category_floors, dict):
+        raise InputError("expected an object {category: {metric: floor}}", file=path,
+                         field="category_floors")
+    per_query = data.get("per_query") or {}
+    if not isinstance(per_query, dict):
+        raise InputError("expected an object {query: {metric: value}}", file=path, field="per_query")
+    return Baseline(
+        configuration=str(data["configuration"]),
+        metrics=_metric_map(data["metrics"], path, "metrics"),
+        tolerance=tolerance,
+        floors=_metric_map(data.get("floors") or {}, path, "floors"),
+        category_floors={c: _metric_map(f, path, f"category_floors.{c}")
+                         for c, f in category_floors.items()},
+        per_query=per_query,
+        created_at=data.get("created_at"),
+        from_run=data.get("from_run"),
+        model=data.get("model"),
+        settings=data.get("settings") or {},
+        path=str(path),
+    )
+
+
+def baseline_from_scores(scores: ConfigurationScores, *, run_id: str, model: str | None,
+                         previous: Baseline | None = None,
+                         metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
+    """A new baseline from a run's scores; tolerance and floors carry over from the previous one."""
+    settings = {"gain": scores.settings.gain, "no_relevant": scores.settings.no_relevant,
+                "relevance_level": scores.settings.relevance_level}
+    return baseline_from_values(scores.configuration, scores.means, per_query_values(scores, metrics),
+                                run_id=run_id, model=model, previous=previous, settings=settings,
+                                metrics=metrics)
+
+
+def baseline_from_values(configuration: str, means: dict[str, float | None],
+                         per_query: dict[str, dict[str, float | None]], *, run_id: str,
+                         model: str | None, previous: Baseline | None = None,
+                         settings: dict | None = None,
+                         metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
+    """A new baseline from means and per-query values (from scores, the history, or files)."""
+    def clean(v):
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
+
+    return Baseline(
+        configuration=configuration,
+        metrics={m: round(means[m], 6) for m in metrics if means.get(m) is not None},
+        tolerance=previous.tolerance if previous else TOLERANCE,
+        floors=dict(previous.floors) if previous else {},
+        category_floors=dict(previous.category_floors) if previous else {},
+        per_query={q: {m: clean(v) for m, v in vals.items() if m in metrics}
+                   for q, vals in sorted(per_query.items())},
+        created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        from_run=run_id,
+        model=model,
+        settings=settings or {},
+    )
+
+
+def write_baseline(path: str | Path, baseline: Baseline) -> None:
+    Path(path).write_text(json.dumps(baseline.to_json(), indent=2) + "\n", encoding="utf-8")
+
+
+def diff_baselines(old: Baseline | None, new: Baseline) -> list[str]:
+    """Human-readable lines: what `baseline update` changes."""
+    lines = []
+    old_metrics = old.metrics if old else {}
+    for metric in sorted(set(old_metrics) | set(new.metrics)):
+        before, after = old_metrics.get(metric), new.metrics.get(metric)
+        if before == after:
+            lines.append(f"  {metric}: {after:.4f} (unchanged)")
+        elif before is None:
+            lines.append(f"+ {metric}: {after:.4f}")
+        elif after is None:
+            lines.append(f"- {metric}: {before:.4f}")
+        else:
+            lines.append(f"~ {metric}: {before:.4f} -> {after:.4f} ({after - before:+.4f})")
+    if old is None or old.from_run != new.from_run:
+        lines.append(f"~ from_run: {old.from_run if old else None} -> {new.from_run}")
+    if old is None or old.model != new.model:
+        lines.append(f"~ model: {old.model if old else None} -> {new.model}")
+    return lines
+
+
+def per_query_values(scores: ConfigurationScores, metrics) -> dict[str, dict[str, float]]:
+    out: dict[str, dict[str, float]] = {}
+    for metric in metrics:
+        for qid, value in scores.values(metric).items():
+            out.setdefault(qid, {})[metric] = value
+    return out
+
+

@@ -1,0 +1,116 @@
+"""The run history: recent runs' metrics as a table and a chart, and baselines made from a past
+run (from Postgres or from an output folder)."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from searcheval import store
+from searcheval.defaults import GATED_CONFIGURATION
+from searcheval.errors import InputError
+from searcheval.evaluation.baseline import Baseline, baseline_from_values
+from searcheval.io.files import read_json, read_text
+from searcheval.store.database import open_database
+
+HISTORY_METRICS = ("ndcg@10", "mrr", "recall@20")
+
+
+def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None) -> list[dict]:
+    """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value}}."""
+    with open_database(url) as conn:
+        runs = store.last_runs(conn, n)
+        out = []
+        for run in reversed(runs):
+            metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
+                       if r["configuration"] == configuration and r["category"] == "all"}
+            out.append({"run_id": run["run_id"], "started_at": run["started_at"],
+                        "gate_passed": run["gate_passed"], "metrics": metrics})
+    return out
+
+
+def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) -> str:
+    if not runs:
+        return "no run recorded yet"
+    lines = [f"{'run':<26}{'started (UTC)':<18}" + "".join(f"{m:<11}" for m in HISTORY_METRICS)
+             + "gate"]
+    for r in runs:
+        gate = {True: "passed", False: "TRIPPED", None: "-"}[r["gate_passed"]]
+        lines.append(f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
+                     + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS) + gate)
+    lines.append(f"({configuration}, {len(runs)} runs, oldest first)")
+    return "\n".join(lines)
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Path:
+    """A PNG line chart of the history metrics over the runs; tripped runs marked in red."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+    x = list(range(len(runs)))
+    for metric in HISTORY_METRICS:
+        ax.plot(x, [r["metrics"].get(metric) for r in runs], marker="o", label=metric)
+    for i, r in enumerate(runs):
+        if r["gate_passed"] is False:
+            ax.axvline(i, color="red", alpha=0.3)
+    ax.set_xticks(x, [f"{r['started_at']:%m-%d %H:%M}" for r in runs], rotation=45, ha="right",
+                  fontsize=7)
+    ax.set_ylim(0, 1.05)
+    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped)")
+    ax.legend(loc="lower left")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None) -> Baseline:
+    configuration = previous.configuration if previous else GATED_CONFIGURATION
+    with open_database(url) as conn:
+        runs = [r for r in store.last_runs(conn, 10_000) if r["run_id"] == run_id]
+        if not runs:
+            raise InputError(f"no run {run_id!r} in the history", field="from_run")
+        means = {r["metric"]: r["value"] for r in store.run_metrics(conn, run_id)
+                 if r["configuration"] == configuration and r["category"] == "all"}
+        per_query: dict[str, dict] = {}
+        for r in store.run_query_results(conn, run_id):
+            if r["configuration"] == configuration:
+                per_query.setdefault(r["query_id"], {})[r["metric"]] = r["value"]
+    if not means:
+        raise InputError(f"run {run_id!r} has no metrics for {configuration!r}", field="from_run")
+    return baseline_from_values(configuration, means, per_query, run_id=run_id,
+                                model=runs[0]["model"], previous=previous)
+
+
+def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Baseline:
+    directory = Path(directory)
+    metrics_path = directory / "metrics.json"
+    doc, _ = read_json(metrics_path)
+    configuration = previous.configuration if previous else GATED_CONFIGURATION
+    conf = (doc.get("configurations") or {}).get(configuration)
+    if not conf:
+        raise InputError(f"no configuration {configuration!r}", file=metrics_path,
+                         field="configurations")
+    per_query: dict[str, dict] = {}
+    csv_path = directory / "per_query.csv"
+    for line_no, row in enumerate(csv.DictReader(read_text(csv_path).splitlines()), start=2):
+        if row.get("configuration") != configuration:
+            continue
+        try:
+            value = float(row["value"]) if row["value"] else None
+        except (KeyError, ValueError):
+            raise InputError("expected a number", file=csv_path, line=line_no,
+                             field="value") from None
+        per_query.setdefault(row["query_id"], {})[row["metric"]] = value
+    return baseline_from_values(configuration, conf["means"], per_query, run_id=doc["run_id"],
+                                model=(doc.get("embeddings") or {}).get("model"),
+                                previous=previous)

@@ -1,0 +1,250 @@
+"""What one evaluation found, and its renderings: metrics.json, the console table, report.md, and
+the rows of the run history."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from searcheval.evaluation.gate import GateResult
+from searcheval.io.trec import write_trec_run
+from searcheval.metrics.scoring import ConfigurationScores
+from searcheval.types import RankedRun
+
+TABLE_METRICS = (("nDCG@10", "ndcg@10"), ("MRR", "mrr"), ("Recall@20", "recall@20"))
+
+
+@dataclass
+class EvaluationResult:
+    run_id: str
+    started_at: datetime
+    finished_at: datetime | None
+    source: str
+    input_hashes: dict[str, str]
+    model: str
+    scores: dict[str, ConfigurationScores]
+    gate: GateResult | None
+    validation: dict = field(default_factory=dict)
+    coverage: dict = field(default_factory=dict)
+    embeddings: dict = field(default_factory=dict)
+    flow_run_id: str | None = None
+    label: str | None = None  # e.g. the ranking version of a manual run
+
+    @property
+    def gate_passed(self) -> bool | None:
+        return None if self.gate is None else self.gate.passed
+
+    def metrics_document(self) -> dict:
+        """`metrics.json`: the contract of DESIGN.md, extended, never renamed."""
+        gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": []}
+        return {
+            "run_id": self.run_id,
+            "flow_run_id": self.flow_run_id,
+            "label": self.label,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "source": self.source,
+            "input_hashes": self.input_hashes,
+            "gate": gate,
+            "configurations": {name: s.to_dict() for name, s in self.scores.items()},
+            "coverage": self.coverage,
+            "validation": self.validation,
+            "embeddings": self.embeddings,
+        }
+
+    # -- history rows -----------------------------------------------------------------------
+
+    def run_row(self) -> dict:
+        return {
+            "run_id": self.run_id, "flow_run_id": self.flow_run_id, "started_at": self.started_at,
+            "finished_at": self.finished_at, "source": self.source,
+            "input_hashes": self.input_hashes, "model": self.model,
+            "gate_passed": self.gate_passed,
+            "summary": {"label": self.label, "embeddings": self.embeddings,
+                        "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None},
+        }
+
+    def metric_rows(self) -> list[dict]:
+        """Rows of eval_metrics; a metric with no value (e.g. abstention in a category without
+        no-result queries) has no row."""
+        rows = []
+        for conf, s in self.scores.items():
+            for metric, value in s.means.items():
+                ci = s.ci95.get(metric)
+                rows.append({"run_id": self.run_id, "configuration": conf, "category": "all",
+                             "metric": metric, "value": value, "ci_low": ci[0] if ci else None,
+                             "ci_high": ci[1] if ci else None,
+                             "n": int((~_isnan(s.evaluation.values[metric])).sum())})
+            for category, means in s.by_category.items():
+                if category == "all":  # a collection without categories (BEIR): the overall rows
+                    continue
+                for metric, value in means.items():
+                    rows.append({"run_id": self.run_id, "configuration": conf,
+                                 "category": category, "metric": metric, "value": value,
+                                 "ci_low": None, "ci_high": None, "n": None})
+            for name in ("p50", "p95"):
+                rows.append({"run_id": self.run_id, "configuration": conf, "category": "all",
+                             "metric": f"latency_{name}_ms", "value": s.latency_ms.get(name),
+                             "ci_low": None, "ci_high": None, "n": None})
+        return [r for r in rows if r["value"] is not None]
+
+    def query_rows(self) -> list[dict]:
+        """Rows of eval_query_results; a query left out of a metric (None) has no row."""
+        rows = []
+        for conf, s in self.scores.items():
+            for qid, values in s.evaluation.per_query().items():
+                for metric, value in values.items():
+                    if value is not None:
+                        rows.append({"run_id": self.run_id, "configuration": conf,
+                                     "query_id": qid, "category": s.categories.get(qid),
+                                     "metric": metric, "value": value})
+        return rows
+
+
+def _isnan(arr):
+    import numpy as np
+
+    return np.isnan(arr)
+
+
+def _fmt(value: float | None, digits: int = 3) -> str:
+    return "-" if value is None or (isinstance(value, float) and math.isnan(value)) \
+        else f"{value:.{digits}f}"
+
+
+def console_table(result: EvaluationResult) -> str:
+    """The table `make run` prints."""
+    header = f"{'configuration':<15}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
+        + f"{'p95 ms':<8}"
+    lines = [header.rstrip()]
+    for name, s in result.scores.items():
+        line = f"{name:<15}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
+        line += f"{_fmt(s.latency_ms.get('p95'), 1):<8}"
+        if result.gate is not None and name == result.gate.configuration:
+            line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
+                    f"tolerance {result.gate.tolerance:g})"
+        lines.append(line.rstrip())
+    if result.gate is not None:
+        for trip in result.gate.tripped:
+            lines.append(f"  tripped: {trip.describe()}")
+        if result.gate.stale_baseline:
+            lines.append("  note: improved beyond the tolerance; the baseline is stale "
+                         "(searcheval baseline update)")
+    return "\n".join(lines)
+
+
+def markdown_report(result: EvaluationResult) -> str:
+    out = io.StringIO()
+    w = out.write
+    gate = result.gate
+    w(f"# searcheval run {result.run_id}\n\n")
+    w(f"- source: `{result.source}`\n- started: {result.started_at.isoformat(timespec='seconds')}\n")
+    if result.label:
+        w(f"- label: {result.label}\n")
+    w(f"- model: {result.model}\n")
+    if result.embeddings:
+        w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
+          f"{result.embeddings.get('from_cache', 0)} from the cache\n")
+    if gate is not None:
+        w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
+          f"tolerance {gate.tolerance:g})\n")
+    w("\n## Metrics\n\n")
+    metrics = list(next(iter(result.scores.values())).means) if result.scores else []
+    w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms |\n")
+    w("|---|" + "---|" * (len(metrics) + 2) + "\n")
+    for name, s in result.scores.items():
+        cells = []
+        for m in metrics:
+            ci = s.ci95.get(m)
+            cell = _fmt(s.means.get(m))
+            if ci:
+                cell += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
+            cells.append(cell)
+        w(f"| {name} | " + " | ".join(cells)
+          + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} |\n")
+    w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
+      "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
+      f"queries the `{_policy(result)}` policy.\n")
+    w("\n## By category\n\n")
+    for name, s in result.scores.items():
+        w(f"### {name}\n\n| category | " + " | ".join(metrics) + " |\n|---|"
+          + "---|" * len(metrics) + "\n")
+        for category, means in s.by_category.items():
+            w(f"| {category} | " + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
+        w("\n")
+    if gate is not None:
+        w("## Gate\n\n")
+        if gate.tripped:
+            w("| metric | category | baseline | now | delta | p (paired randomization) |\n"
+              "|---|---|---|---|---|---|\n")
+            for t in gate.tripped:
+                w(f"| {t.metric} | {t.category or 'all'} | {_fmt(t.baseline)} | {_fmt(t.value)} "
+                  f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
+            w("\nA p-value above 0.05 means this query set alone cannot tell the drop from noise.\n")
+        else:
+            w("No gated metric dropped by more than the tolerance.\n")
+        if gate.improved:
+            w("\nImproved beyond the tolerance: "
+              + ", ".join(f"{t.metric} {_fmt(t.delta)}" for t in gate.improved)
+              + ". The baseline is stale: review and run `searcheval baseline update`.\n")
+        if gate.worse_queries:
+            w("\nQueries that got worse most:\n\n| query | category | metric | baseline | now |\n"
+              "|---|---|---|---|---|\n")
+            for q in gate.worse_queries:
+                w(f"| {q['query_id']} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
+                  f"| {_fmt(q['value'])} |\n")
+        w("\n")
+    if result.validation:
+        w("## Judgments\n\n")
+        v = result.validation
+        findings = v.get("findings") or []
+        stale = (v.get("stale") or {}).get("judgments") or []
+        w(f"- validation findings: {len(findings)}; stale judgments left out of scoring: "
+          f"{len(stale)}\n")
+        for f in findings:
+            w(f"  - {f.get('severity')}: {f.get('suite')} / {f.get('expectation')}: "
+              f"{f.get('message')}\n")
+        for s in stale[:20]:
+            w(f"  - stale: ({s.get('query_id')}, {s.get('doc_id')}) {s.get('reason')}\n")
+    if result.coverage:
+        w("\n## Judged share of the results\n\n| configuration | judged share of top k | floor "
+          "| below the floor | unjudged examples |\n|---|---|---|---|---|\n")
+        for name, c in result.coverage.items():
+            w(f"| {name} | {_fmt(c.get('judged_share'))} (k={c.get('k')}) | {_fmt(c.get('floor'))} "
+              f"| {'yes' if c.get('below_floor') else 'no'} "
+              f"| {', '.join(c.get('unjudged_examples') or []) or '-'} |\n")
+    return out.getvalue()
+
+
+def _policy(result: EvaluationResult) -> str:
+    for s in result.scores.values():
+        return s.settings.effective_policy
+    return "one"
+
+
+def per_query_csv(result: EvaluationResult) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["configuration", "query_id", "category", "metric", "value"])
+    for row in result.query_rows():
+        writer.writerow([row["configuration"], row["query_id"], row["category"], row["metric"],
+                         "" if row["value"] is None else f"{row['value']:.6f}"])
+    return out.getvalue()
+
+
+def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], directory: str | Path) -> Path:
+    """`DIR/metrics.json`, `DIR/runs/<configuration>.trec`, `DIR/per_query.csv`, `DIR/report.md`."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    (directory / "metrics.json").write_text(
+        json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    for name, run in runs.items():
+        write_trec_run(run, directory / "runs" / f"{name}.trec")
+    (directory / "per_query.csv").write_text(per_query_csv(result), encoding="utf-8")
+    (directory / "report.md").write_text(markdown_report(result), encoding="utf-8")
+    return directory

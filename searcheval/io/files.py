@@ -1,0 +1,173 @@
+"""Reading input files: text (UTF-8), JSON, JSONL, YAML lists, hashes, and the field parsers the
+loaders share. Every refusal is an `InputError` naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from searcheval.errors import InputError
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+# --------------------------------------------------------------------------- parsing helpers
+
+
+def read_text(path: Path) -> str:
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("file not found", file=path) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the file ({exc.__class__.__name__}: {exc})", file=path) from None
+    if not text.strip():
+        raise InputError("the file is empty", file=path)
+    return text
+
+
+def read_json(path: Path) -> tuple[Any, str]:
+    """A JSON file's value and its text (for line numbers), or an InputError naming the line."""
+    text = read_text(path)
+    try:
+        return json.loads(text), text
+    except json.JSONDecodeError as exc:
+        raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+
+
+def read_yaml_list(path: str | Path, key: str) -> list:
+    """The non-empty list under `key` of a YAML file (prefect.yaml, automations.yaml)."""
+    import yaml
+
+    path = Path(path)
+    try:
+        document = yaml.safe_load(read_text(path))
+    except yaml.YAMLError as exc:
+        raise InputError(f"not valid YAML: {exc}", file=path) from None
+    entries = document.get(key) if isinstance(document, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise InputError("expected a non-empty list", file=path, field=key)
+    return entries
+
+
+def parse_time(value: Any, *, file: Path, line: int | None, field_name: str) -> datetime:
+    if not isinstance(value, str) or not value.strip():
+        raise InputError("expected an ISO 8601 timestamp", file=file, line=line, field=field_name)
+    try:
+        ts = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise InputError(
+            f"expected an ISO 8601 timestamp, got {value!r}", file=file, line=line, field=field_name
+        ) from None
+    return ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)
+
+
+def number_field(value: Any, *, file: Path, line: int | None, field_name: str, allow_none: bool = False):
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise InputError(f"expected a number, got {value!r}", file=file, line=line, field=field_name)
+    return value
+
+
+def string_field(obj: dict, key: str, *, file: Path, line: int | None, prefix: str = "",
+            required: bool = True) -> str | None:
+    value = obj.get(key)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value.strip()):
+        raise InputError(f"expected a non-empty string, got {value!r}", file=file, line=line,
+                         field=prefix + key)
+    return value
+
+
+def json_line_of(text: str, index: int) -> int | None:
+    """Best-effort line number of the index-th top-level element of a JSON array (1-based)."""
+    depth = 0
+    seen = -1
+    in_str = False
+    escape = False
+    line = 1
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        if in_str:
+            if escape:
+                escape = False
+            elif ch == "\\":
+                escape = True
+            elif ch == '"':
+                in_str = False
+            continue
+        if ch == '"':
+            in_str = True
+        elif ch in "[{":
+            depth += 1
+            if depth == 2:
+                seen += 1
+                if seen == index:
+                    return line
+        elif ch in "]}":
+            depth -= 1
+    return None
+
+
+def read_json_list(path: Path) -> tuple[list, str]:
+    data, text = read_json(path)
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of objects at the top level", file=path)
+    return data, text
+
+
+def parse_grade(raw: str, lo: int, hi: int, *, file: Path, line: int, field_name: str = "grade") -> int:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise InputError(f"expected a whole grade in {lo}..{hi}, got {raw.strip()!r}", file=file,
+                         line=line, field=field_name) from None
+    if not value.is_integer() or not lo <= value <= hi:
+        raise InputError(f"expected a whole grade in {lo}..{hi}, got {raw.strip()!r}", file=file,
+                         line=line, field=field_name)
+    return int(value)
+
+
+
+def read_jsonl(path: Path) -> list[tuple[int, dict]]:
+    text = read_text(path)
+    rows = []
+    for line_no, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", file=path, line=line_no) from None
+        if not isinstance(obj, dict):
+            raise InputError("expected one JSON object per line", file=path, line=line_no)
+        rows.append((line_no, obj))
+    return rows
+
+
+
+
+def input_hashes(sources: dict[str, Path]) -> dict[str, str]:
+    """sha256 of each input file (a Collection's `sources`), for the run history."""
+    return {name: sha256_file(path) for name, path in sorted(sources.items())}
+
+
+def add_grade(qrels: dict[str, dict[str, int]], qid: str, doc: str, grade: int, *, path: Path, line: int) -> None:
+    docs = qrels.setdefault(qid, {})
+    if doc in docs:
+        raise InputError(f"duplicate judgment of ({qid}, {doc})", file=path, line=line)
+    docs[doc] = grade

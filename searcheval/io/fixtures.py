@@ -1,0 +1,216 @@
+"""The seed fixtures: `catalog.json`, `golden_queries.json` and `judgments.csv` (fixtures/README.md).
+
+Every refusal is an `InputError` naming the file, line and field.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from searcheval.errors import InputError
+from searcheval.io.files import (
+    json_line_of,
+    number_field,
+    parse_grade,
+    parse_time,
+    read_json_list,
+    read_text,
+    string_field,
+)
+from searcheval.types import Collection, Filters, Judgment, Query, Resource
+
+CATEGORIES = ("exact-name", "paraphrase", "filtered", "no-result", "adversarial")
+FIXTURE_GRADES = (0, 3)
+
+
+def load_catalog(path: str | Path) -> list[Resource]:
+    """`catalog.json`: a list of `{id, name, description, tags, network, asset, price_usd,
+    settlement: {settled_30d, success_rate}, updated_at}`."""
+    path = Path(path)
+    data, text = read_json_list(path)
+    resources: list[Resource] = []
+    seen: dict[str, int] = {}
+    for i, obj in enumerate(data):
+        line = json_line_of(text, i)
+        if not isinstance(obj, dict):
+            raise InputError("expected an object per resource", file=path, line=line)
+        rid = string_field(obj, "id", file=path, line=line)
+        if rid in seen:
+            raise InputError(f"duplicate resource id {rid!r} (first at element {seen[rid] + 1})",
+                             file=path, line=line, field="id")
+        seen[rid] = i
+        name = string_field(obj, "name", file=path, line=line)
+        description = string_field(obj, "description", file=path, line=line)
+        tags = obj.get("tags", [])
+        if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+            raise InputError("expected a list of strings", file=path, line=line, field="tags")
+        price = number_field(obj.get("price_usd"), file=path, line=line, field_name="price_usd",
+                        allow_none=True)
+        if price is not None and price < 0:
+            raise InputError(f"expected a price >= 0, got {price}", file=path, line=line,
+                             field="price_usd")
+        settlement = obj.get("settlement") or {}
+        if not isinstance(settlement, dict):
+            raise InputError("expected an object {settled_30d, success_rate}", file=path,
+                             line=line, field="settlement")
+        settled = number_field(settlement.get("settled_30d", 0), file=path, line=line,
+                          field_name="settlement.settled_30d")
+        if settled < 0 or int(settled) != settled:
+            raise InputError(f"expected a whole number >= 0, got {settled}", file=path, line=line,
+                             field="settlement.settled_30d")
+        rate = number_field(settlement.get("success_rate"), file=path, line=line,
+                       field_name="settlement.success_rate", allow_none=True)
+        if rate is not None and not 0.0 <= rate <= 1.0:
+            raise InputError(f"expected a rate in [0, 1], got {rate}", file=path, line=line,
+                             field="settlement.success_rate")
+        updated = obj.get("updated_at")
+        resources.append(
+            Resource(
+                id=rid,
+                name=name,
+                description=description,
+                tags=tuple(tags),
+                network=string_field(obj, "network", file=path, line=line, required=False),
+                asset=string_field(obj, "asset", file=path, line=line, required=False),
+                price_usd=float(price) if price is not None else None,
+                settled_30d=int(settled),
+                success_rate=float(rate) if rate is not None else None,
+                updated_at=parse_time(updated, file=path, line=line, field_name="updated_at")
+                if updated is not None else None,
+            )
+        )
+    if not resources:
+        raise InputError("the catalog lists no resource", file=path)
+    return resources
+
+
+def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> list[Query]:
+    """`golden_queries.json`: a list of `{id, text, category, filters, intent}`."""
+    path = Path(path)
+    data, text = read_json_list(path)
+    queries: list[Query] = []
+    seen: set[str] = set()
+    for i, obj in enumerate(data):
+        line = json_line_of(text, i)
+        if not isinstance(obj, dict):
+            raise InputError("expected an object per query", file=path, line=line)
+        qid = string_field(obj, "id", file=path, line=line)
+        if qid in seen:
+            raise InputError(f"duplicate query id {qid!r}", file=path, line=line, field="id")
+        seen.add(qid)
+        category = string_field(obj, "category", file=path, line=line)
+        if category not in categories:
+            raise InputError(f"expected one of {', '.join(categories)}, got {category!r}",
+                             file=path, line=line, field="category")
+        raw = obj.get("filters") or {}
+        if not isinstance(raw, dict):
+            raise InputError("expected an object", file=path, line=line, field="filters")
+        unknown = set(raw) - {"network", "asset", "max_price_usd"}
+        if unknown:
+            raise InputError(f"unknown filter(s) {sorted(unknown)}; expected network, asset, "
+                             "max_price_usd", file=path, line=line, field="filters")
+        max_price = number_field(raw.get("max_price_usd"), file=path, line=line,
+                            field_name="filters.max_price_usd", allow_none=True)
+        queries.append(
+            Query(
+                id=qid,
+                text=string_field(obj, "text", file=path, line=line),
+                category=category,
+                filters=Filters(
+                    network=string_field(raw, "network", file=path, line=line, prefix="filters.",
+                                    required=False),
+                    asset=string_field(raw, "asset", file=path, line=line, prefix="filters.",
+                                  required=False),
+                    max_price_usd=float(max_price) if max_price is not None else None,
+                ),
+                intent=obj.get("intent") or "",
+            )
+        )
+    if not queries:
+        raise InputError("the file lists no query", file=path)
+    return queries
+
+
+JUDGMENT_COLUMNS = ("query_id", "resource_id", "grade", "judged_at", "judge")
+
+
+def load_judgments(
+    path: str | Path,
+    *,
+    grade_scale: tuple[int, int] = FIXTURE_GRADES,
+    query_ids: set[str] | None = None,
+) -> list[Judgment]:
+    """`judgments.csv`: `query_id,resource_id,grade,judged_at,judge`, one row per judgment."""
+    path = Path(path)
+    text = read_text(path)
+    reader = csv.reader(text.splitlines())
+    header = next(reader)
+    header = [h.strip() for h in header]
+    missing = [c for c in JUDGMENT_COLUMNS if c not in header]
+    unknown = [c for c in header if c not in JUDGMENT_COLUMNS]
+    if missing or unknown:
+        detail = []
+        if missing:
+            detail.append(f"missing column(s) {', '.join(missing)}")
+        if unknown:
+            detail.append(f"unknown column(s) {', '.join(unknown)}")
+        raise InputError(f"{'; '.join(detail)}; expected the header {','.join(JUDGMENT_COLUMNS)}",
+                         file=path, line=1)
+    col = {name: header.index(name) for name in JUDGMENT_COLUMNS}
+    judgments: list[Judgment] = []
+    seen: dict[tuple[str, str], int] = {}
+    lo, hi = grade_scale
+    for line_no, row in enumerate(reader, start=2):
+        if not row or all(not c.strip() for c in row):
+            continue
+        if len(row) != len(header):
+            raise InputError(f"expected {len(header)} columns, got {len(row)}", file=path,
+                             line=line_no)
+        qid = row[col["query_id"]].strip()
+        doc = row[col["resource_id"]].strip()
+        if not qid:
+            raise InputError("expected a query id", file=path, line=line_no, field="query_id")
+        if not doc:
+            raise InputError("expected a resource id", file=path, line=line_no, field="resource_id")
+        grade = parse_grade(row[col["grade"]], lo, hi, file=path, line=line_no)
+        key = (qid, doc)
+        if key in seen:
+            raise InputError(f"duplicate judgment of ({qid}, {doc}); first at line {seen[key]}",
+                             file=path, line=line_no)
+        seen[key] = line_no
+        if query_ids is not None and qid not in query_ids:
+            raise InputError(f"judgment names query {qid!r}, which is not a golden query",
+                             file=path, line=line_no, field="query_id")
+        judgments.append(
+            Judgment(
+                query_id=qid,
+                doc_id=doc,
+                grade=grade,
+                judged_at=parse_time(row[col["judged_at"]], file=path, line=line_no,
+                                     field_name="judged_at"),
+                judge=row[col["judge"]].strip() or None,
+                line=line_no,
+            )
+        )
+    if not judgments:
+        raise InputError("the file holds no judgment", file=path)
+    return judgments
+
+
+def load_fixtures(directory: str | Path) -> Collection:
+    """The seed fixtures: `catalog.json`, `golden_queries.json`, `judgments.csv`."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError("expected a folder with catalog.json, golden_queries.json, judgments.csv",
+                         file=directory)
+    sources = {
+        "catalog": directory / "catalog.json",
+        "queries": directory / "golden_queries.json",
+        "judgments": directory / "judgments.csv",
+    }
+    resources = load_catalog(sources["catalog"])
+    queries = load_queries(sources["queries"])
+    judgments = load_judgments(sources["judgments"], query_ids={q.id for q in queries})
+    return Collection(name=directory.name, resources=resources, queries=queries,
+                      judgments=judgments, grade_scale=FIXTURE_GRADES, sources=sources)
