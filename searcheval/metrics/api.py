@@ -1,0 +1,110 @@
+"""The public scoring functions `searcheval.evaluate` and `searcheval.compare`.
+
+Both take runs and judgments as dicts, pandas DataFrames or paths (`searcheval.io.frames`) and the
+metric conventions as keywords (`gain`, `relevance_level`, `no_relevant`, `trec_compat`, see
+`searcheval.metrics.engine.Settings`), and hand them to the metric engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from searcheval.defaults import SCORE_METRICS
+from searcheval.errors import InputError
+from searcheval.io.frames import as_qrels, as_run
+from searcheval.metrics.engine import Evaluation, Settings, parse_metrics
+from searcheval.metrics.engine import evaluate as engine_evaluate
+from searcheval.metrics.stats import sign_flip_pvalues
+
+
+def _settings(conventions: dict[str, Any]) -> Settings:
+    known = set(Settings.__dataclass_fields__)
+    unknown = sorted(set(conventions) - known)
+    if unknown:
+        raise InputError(f"unknown convention(s) {', '.join(unknown)}; expected some of "
+                         f"{', '.join(sorted(known))}", field=unknown[0])
+    return Settings(**conventions)
+
+
+def _columns(given: Mapping[str, str] | None, value: str) -> dict[str, str]:
+    """`{"query_id": ..., "doc_id": ..., value: ...}` -> the keyword arguments of as_run / as_qrels."""
+    if not given:
+        return {}
+    allowed = {"query_id", "doc_id", value}
+    unknown = sorted(set(given) - allowed)
+    if unknown:
+        raise InputError(f"unknown column role(s) {', '.join(unknown)}; expected some of "
+                         f"{', '.join(sorted(allowed))}", field="columns")
+    return {f"{role.removesuffix('_id')}_column": name for role, name in given.items()}
+
+
+def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,
+             run_columns: Mapping[str, str] | None = None,
+             qrels_columns: Mapping[str, str] | None = None, **conventions: Any) -> Evaluation:
+    """Score `run` against `qrels`: `.means`, `.per_query()`, `.to_dataframe()`.
+
+    A DataFrame's columns are `query_id`, `doc_id`, `score` (a run) or `grade` (qrels) unless
+    named otherwise, e.g. `run_columns={"query_id": "qid", "doc_id": "docno"}`.
+    """
+    return engine_evaluate(as_qrels(qrels, **_columns(qrels_columns, "grade")),
+                           as_run(run, **_columns(run_columns, "score")), parse_metrics(metrics),
+                           _settings(conventions))
+
+
+@dataclass
+class Comparison:
+    """Runs scored on the same queries, each against the first (the reference)."""
+
+    names: list[str]
+    evaluations: dict[str, Evaluation]
+    p_values: dict[str, dict[str, float | None]]  # run -> metric -> two-sided paired p vs the first
+
+    @property
+    def means(self) -> dict[str, dict[str, float | None]]:
+        return {name: ev.means for name, ev in self.evaluations.items()}
+
+    def to_dataframe(self):
+        """One row per run: the mean of each metric, and `<metric> p` against the first run."""
+        import pandas as pd
+
+        rows = []
+        for name in self.names:
+            row: dict[str, Any] = {"run": name, **self.evaluations[name].means}
+            row.update({f"{m} p": p for m, p in self.p_values[name].items()})
+            rows.append(row)
+        return pd.DataFrame(rows).set_index("run")
+
+
+def compare(qrels: Any, runs: Mapping[str, Any] | Sequence[Any],
+            metrics: str | Iterable[str] = SCORE_METRICS, *, permutations: int | None = None,
+            seed: int = 0, run_columns: Mapping[str, str] | None = None,
+            qrels_columns: Mapping[str, str] | None = None, **conventions: Any) -> Comparison:
+    """Score several runs on the same judged queries and test each against the first with the
+    two-sided paired randomization (sign-flip) test of `searcheval.metrics.stats` (exact up to
+    16 queries with a difference, sampled beyond). `runs` is `{name: run}` or a list (named
+    run_1, run_2, ...)."""
+    named = dict(runs) if isinstance(runs, Mapping) else \
+        {f"run_{i}": run for i, run in enumerate(runs, start=1)}
+    if len(named) < 2:
+        raise InputError(f"expected at least two runs to compare, got {len(named)}", field="runs")
+    judgments = as_qrels(qrels, **_columns(qrels_columns, "grade"))
+    columns = _columns(run_columns, "score")
+    specs = parse_metrics(metrics)
+    settings = _settings(conventions)
+    evaluations = {name: engine_evaluate(judgments, as_run(run, name=name, **columns), specs,
+                                         settings)
+                   for name, run in named.items()}
+    names = list(named)
+    first = evaluations[names[0]]
+    extra = {} if permutations is None else {"permutations": permutations}
+    p_values: dict[str, dict[str, float | None]] = {names[0]: {s.name: None for s in specs}}
+    for name in names[1:]:
+        ev = evaluations[name]
+        diffs = np.column_stack([ev.values[s.name] - first.values[s.name] for s in specs])
+        p = sign_flip_pvalues(diffs, seed=seed, **extra)
+        p_values[name] = {s.name: (None if np.isnan(v) else float(v)) for s, v in zip(specs, p)}
+    return Comparison(names=names, evaluations=evaluations, p_values=p_values)
