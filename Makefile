@@ -10,7 +10,7 @@ OUTPUT ?= out
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install browser run test bench clean
+.PHONY: install browser run test bench example-service clean
 
 install: $(STAMP)
 
@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,example]'
 	touch $(STAMP)
 
 # One nightly evaluation of the fixtures on the embedded database (exit 0 passed, 1 tripped, 2 bad input).
@@ -41,6 +41,12 @@ test: install browser
 
 bench: install
 	$(VENV)/bin/searcheval benchmark metrics
+
+# The example search service (examples/search_service/README.md) over the fixtures, in the
+# foreground until Ctrl-C; EXAMPLE_PORT=0 picks a free port.
+EXAMPLE_PORT ?= 8900
+example-service: install
+	$(PY) -m examples.search_service --fixtures fixtures --port $(EXAMPLE_PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(OUTPUT)

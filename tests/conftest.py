@@ -21,6 +21,8 @@ from psycopg.conninfo import make_conninfo
 from searcheval.rankers import embeddings
 from searcheval.store import database, sql
 
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
 
 @pytest.fixture(scope="session")
 def pg_server():
@@ -94,3 +96,16 @@ def model_path():
 def embedding_model(model_path):
     """The SentenceTransformer, loaded once per session (embeddings keeps it for the process)."""
     return embeddings.load_model(model_path)
+
+
+@pytest.fixture(scope="session")
+def example_service(tmp_path_factory):
+    """The example search service (examples/search_service) over the fixtures, one per session:
+    a real subprocess on a free loopback port. Yields an `ExampleService` (tests/example_service.py):
+    `.url`, `.set_knobs(**knobs)` (replaces every knob, zeroes the counters), `.knobs()`,
+    `.stats()`. Call `.set_knobs(...)` at the start of each test: knobs outlive a test."""
+    from example_service import running_service
+
+    with running_service("--fixtures", str(FIXTURES),
+                         log_dir=tmp_path_factory.mktemp("example_service")) as service:
+        yield service
