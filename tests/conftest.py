@@ -1,5 +1,6 @@
-"""Shared fixtures: one embedded Postgres per test session, a fresh database per test module, and
-the embedding model loaded once per session.
+"""Shared fixtures: one embedded Postgres per test session, a fresh database per test module, the
+embedding model loaded once per session, and the example search service (a subprocess over the
+fixtures) started once per session when a test asks for it.
 
 The server is started lazily (only when a test asks for a database), lives in a short directory
 under /tmp (its unix socket is there), and is stopped and removed when the session ends; pgserver

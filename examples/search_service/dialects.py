@@ -148,7 +148,8 @@ class Elasticsearch:
     """`POST /es/{index}/_search` (or GET) with a query DSL body, as Elasticsearch and OpenSearch
     take it: `match`, `multi_match`, `query_string`, `simple_query_string` give the text; `term`
     and `range` (`lte`) on network, asset, price_usd filter; `bool` combines them (`must`,
-    `should`, `filter`); `size` and `from` page. URI search `?q=...&size=...` works too."""
+    `should`, `filter`); `size` and `from` page; `_source` (true, false, a list of fields) says
+    what each hit carries. URI search `?q=...&size=...` works too."""
 
     name = "es"
     hits_key = "hits"
@@ -165,9 +166,13 @@ class Elasticsearch:
             texts.append(_text(query_params.get("q"), "q"))
         size = data.get("size", query_params.get("size"))
         start = data.get("from", query_params.get("from"))
+        wanted = data.get("_source", True)
+        if not isinstance(wanted, (bool, list)):
+            raise BadRequest("_source is true, false or a list of field names")
         return SearchRequest(text=" ".join(dict.fromkeys(t for t in texts if t)),
                              k=_int(size, "size", DEFAULT_K), offset=_int(start, "from", 0),
-                             filters=Filters(**filters), options={"index": path["index"]})
+                             filters=Filters(**filters),
+                             options={"index": path["index"], "source": wanted})
 
     @staticmethod
     def _walk(clause: Any, texts: list[str], filters: dict) -> None:
@@ -214,10 +219,19 @@ class Elasticsearch:
             "hits": {
                 "total": {"value": results.total, "relation": "eq"},
                 "max_score": _first_hit_score(results),
-                "hits": [{"_index": req.options["index"], "_id": h.id, "_score": h.score,
-                          "_source": source(h.document)} for h in results.hits],
+                "hits": [Elasticsearch._hit(req, h) for h in results.hits],
             },
         }
+
+    @staticmethod
+    def _hit(req: SearchRequest, h) -> dict:
+        hit = {"_index": req.options["index"], "_id": h.id, "_score": h.score}
+        wanted = req.options["source"]
+        if wanted is not False:  # `"_source": false` leaves it out, a list keeps those fields
+            stored = source(h.document)
+            hit["_source"] = stored if wanted is True else {
+                k: v for k, v in stored.items() if k in wanted}
+        return hit
 
     @staticmethod
     def error(status: int, message: str) -> dict:

@@ -199,6 +199,10 @@ def test_engine_envelopes_match_the_real_engines(service):
         vespa_empty = ask_vespa(client, "xylophone zeppelin", 3, {})[0].json()
         solr_default_fl = client.get("/solr/c/select", params={"q": "weather"}).json()
         meili_no_score = client.post("/meili/indexes/i/search", json={"q": "weather"}).json()
+        es_no_source = client.post("/es/x/_search", json={
+            "query": {"match": {"title": "weather"}}, "_source": False}).json()
+        es_some_source = client.post("/es/x/_search", json={
+            "query": {"match": {"title": "weather"}}, "_source": ["title", "price_usd"]}).json()
     top = es["hits"]["hits"][0]
     assert top["_index"] == "fixtures" and top["_source"]["title"] == DOCUMENTS[top["_id"]].name
     assert es["hits"]["max_score"] == top["_score"]
@@ -213,6 +217,8 @@ def test_engine_envelopes_match_the_real_engines(service):
     assert "children" not in vespa_empty["root"]  # Vespa leaves out children when nothing matched
     assert vespa_empty["root"]["fields"]["totalCount"] == 0
     assert typesense["out_of"] == 18 and typesense["page"] == 1
+    assert "_source" not in es_no_source["hits"]["hits"][0]
+    assert set(es_some_source["hits"]["hits"][0]["_source"]) == {"title", "price_usd"}
     assert meili["limit"] == 3 and "_rankingScore" not in meili_no_score["hits"][0]
     assert all(0 < h["_rankingScore"] < 1 for h in meili["hits"])
 
@@ -310,6 +316,9 @@ def test_fail_first_fails_the_next_n_requests_then_serves(service):
     stats = service.stats()
     assert (stats["requests"], stats["failed"], stats["fail_first_remaining"]) == (5, 3, 0)
     assert stats["by_status"] == {"200": 2, "503": 3}
+    # a failed request is recorded with what it asked, so a test can see what a client retried
+    assert [(r["query"], r["status"]) for r in stats["recent"]] == [("weather", 503)] * 3 + [
+        ("weather", 200)] * 2
     service.set_knobs(fail_first=1, fail_status=429)
     with httpx.Client(base_url=service.url) as client:
         failed, _ = ask_es(client, "weather", 3, {})
@@ -417,6 +426,9 @@ def test_require_headers_answers_401_without_them(service):
     assert wrong.status_code == 401
     right = httpx.get(url, params={"q": "weather"}, headers={"Authorization": "ApiKey s3cret"})
     assert right.status_code == 200
+    # authentication comes before parsing, as in the real engines: 401, not 400
+    unparsable = httpx.post(f"{service.url}/es/x/_search", json={"query": {"fuzzy": {}}})
+    assert unparsable.status_code == 401
     assert "s3cret" not in json.dumps(service.stats())  # the counters never keep header values
 
 
