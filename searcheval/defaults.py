@@ -38,3 +38,6 @@ EMBED_BATCH = 2048  # texts per embedding task
 # -- statistics
 PERMUTATIONS = 10_000  # random sign flips of the paired randomization test beyond 16 pairs
 WORST_QUERIES = 5  # queries named per tripped metric
+
+# -- datasets
+WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)

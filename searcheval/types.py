@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from searcheval.errors import InputError
+
 Run = dict[str, dict[str, float]]
 Qrels = dict[str, dict[str, int]]
 
@@ -31,6 +33,9 @@ class Resource:
     settled_30d: int = 0
     success_rate: float | None = None
     updated_at: datetime | None = None
+    #: any other field of the source kept as it came (a product's class, category path, features,
+    #: ratings): shown, never searched by the built-in rankers
+    fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def text(self) -> str:
@@ -43,11 +48,11 @@ class Resource:
     @property
     def content_hash(self) -> str:
         """sha256 over every field a judgment depends on; changes when the listing changes."""
-        payload = json.dumps(
-            [self.id, self.name, self.description, list(self.tags), self.network, self.asset,
-             self.price_usd],
-            ensure_ascii=False,
-        )
+        values = [self.id, self.name, self.description, list(self.tags), self.network, self.asset,
+                  self.price_usd]
+        if self.fields:  # absent from the hash when empty, so older catalogs keep theirs
+            values.append([list(f) for f in self.fields])
+        payload = json.dumps(values, ensure_ascii=False)
         return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
@@ -76,11 +81,29 @@ class Filters:
 
 @dataclass(frozen=True)
 class Query:
+    """A golden query. `intent` and `persona` are notes for the people who judge and read the
+    results (what the user wants, who they are): kept, shown in the report, and never sent to a
+    search backend unless its configuration asks for them (`notes`). `query_class` is the class
+    the data gives a query besides its category (an automatic segment)."""
+
     id: str
     text: str
     category: str = "all"
     filters: Filters = field(default_factory=Filters)
     intent: str = ""
+    persona: str = ""
+    query_class: str | None = None
+
+    def notes(self, names: tuple[str, ...] | list[str] = ("intent", "persona")) -> dict[str, str]:
+        """The notes a backend opted in to, by name (`intent`, `persona`), the empty ones left out."""
+        unknown = [n for n in names if n not in NOTE_FIELDS]
+        if unknown:
+            raise InputError(f"unknown query note(s) {', '.join(map(repr, unknown))}; expected "
+                             f"{', '.join(NOTE_FIELDS)}", field="notes")
+        return {n: getattr(self, n) for n in names if getattr(self, n)}
+
+
+NOTE_FIELDS = ("intent", "persona")
 
 
 @dataclass(frozen=True)
@@ -93,10 +116,40 @@ class Judgment:
     line: int | None = None  # where it came from, for messages
 
 
+@dataclass(frozen=True)
+class DatasetSettings:
+    """The conventions a dataset declares for itself (`searcheval.yaml` beside its files, or the
+    `settings:` block of a mapping); None means "not declared" (a flag or the default decides).
+    `source` names where they were read, for the report and the alerts."""
+
+    gain: str | None = None  # exponential | linear
+    relevance_level: int | None = None  # lowest grade that counts as relevant for binary metrics
+    no_relevant: str | None = None  # one | zero | skip
+    grade_scale: tuple[int, int] | None = None  # lowest and highest grade allowed
+    coverage_floor: float | None = None  # judged share of the top k below which a run alerts
+    grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade
+    source: str | None = None
+
+    def declared(self) -> dict[str, object]:
+        """The settings the dataset declares, by name."""
+        names = ("gain", "relevance_level", "no_relevant", "grade_scale", "coverage_floor",
+                 "grade_map")
+        return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+DATA_CATEGORIES = "data"  # Collection.categories: whatever categories the data has
+UNCLASSIFIED = "unclassified"  # the category of a query whose data gives it none
+
+
 @dataclass
 class Collection:
     """Everything one evaluation reads. `sources` names the files it came from (for messages and
-    the input hashes of the run history)."""
+    the input hashes of the run history); `settings` the conventions the dataset declares;
+    `notes` what the loader accepted that a reader should know (e.g. qrels without a header);
+    `categories` the known category set: a tuple when the format fixes one (the fixtures' five,
+    BEIR's "all"), `DATA_CATEGORIES` when the categories are the data's own (WANDS' query classes,
+    a mapping's category column), None to let validation infer it (a collection built in code);
+    `provenance` where the loader took its conventions from (grade scale, grade map)."""
 
     name: str
     resources: list[Resource]
@@ -104,6 +157,10 @@ class Collection:
     judgments: list[Judgment]
     grade_scale: tuple[int, int] = (0, 3)
     sources: dict[str, Path] = field(default_factory=dict)
+    settings: DatasetSettings = field(default_factory=DatasetSettings)
+    notes: list[str] = field(default_factory=list)
+    categories: tuple[str, ...] | str | None = None
+    provenance: dict[str, str] = field(default_factory=dict)  # loader-level convention -> where from
 
     def qrels(self) -> Qrels:
         """Judgments in the shape ranx, ir_measures and BEIR share: {query: {doc: grade}}."""

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+from collections import Counter
 import threading
 import warnings
 from dataclasses import asdict, dataclass
@@ -28,7 +29,7 @@ from searcheval.defaults import MAX_AGE_DAYS, MIN_PER_CATEGORY
 from searcheval.errors import InputError
 from searcheval.io.files import read_json
 from searcheval.io.fixtures import CATEGORIES
-from searcheval.types import Collection, Judgment
+from searcheval.types import DATA_CATEGORIES, Collection, Judgment
 
 #: the suites: SEARCHEVAL_EXPECTATIONS_DIR, else the project's expectations/ folder beside the
 #: package (a checkout, or an editable install).
@@ -43,10 +44,10 @@ EXAMPLES = 5
 
 # Which input each suite checks, by the keys of Collection.sources (fixtures, then BEIR).
 _SOURCE_KEYS = {
-    "catalog": ("catalog", "corpus"),
-    "queries": ("queries",),
-    "query_categories": ("queries",),
-    "judgments": ("judgments", "qrels"),
+    "catalog": ("catalog", "corpus", "products", "documents", "mapping"),
+    "queries": ("queries", "mapping"),
+    "query_categories": ("queries", "mapping"),
+    "judgments": ("judgments", "qrels", "labels", "mapping"),
 }
 # Columns that identify a row in the examples of a finding.
 _INDEX_COLUMNS = {
@@ -84,6 +85,7 @@ class ValidationReport:
     stale: list[StaleJudgment]
     judged_queries: int
     queries: int
+    notes: list[str] = dataclass_field(default_factory=list)  # accepted, but worth knowing
 
     @property
     def ok(self) -> bool:
@@ -124,6 +126,7 @@ class ValidationReport:
             "errors": len(self.errors),
             "warnings": len(self.warnings),
             "findings": [asdict(f) for f in self.findings],
+            "notes": list(self.notes),
             "stale": {
                 "count": len(self.stale),
                 "by_reason": by_reason,
@@ -400,7 +403,13 @@ def _findings(suite: str, result, file: str, rows: int) -> tuple[list[Finding], 
 
 
 def default_categories(collection: Collection) -> tuple[str, ...]:
-    """The known category set: ('all',) for BEIR collections, the fixture categories otherwise."""
+    """The known category set: the one the collection's format fixes (the fixtures' five, BEIR's
+    'all'), the data's own categories (WANDS, mapped tables); for a collection built in code,
+    ('all',) when it looks like BEIR, the fixture categories otherwise."""
+    if collection.categories == DATA_CATEGORIES:
+        return tuple(sorted({q.category for q in collection.queries}))
+    if isinstance(collection.categories, tuple):
+        return collection.categories
     if "qrels" in collection.sources:
         return BEIR_CATEGORIES
     if "judgments" in collection.sources:
@@ -435,6 +444,17 @@ def validate_collection(
     now = _utc(now) if now is not None else datetime.now(timezone.utc)
     if categories is None:
         categories = default_categories(collection)
+    notes = list(collection.notes)
+    if collection.categories == DATA_CATEGORIES and categories == default_categories(collection):
+        # the data's own categories (e.g. WANDS' 190 query classes, 99 of them with one query) are
+        # what they are: a small one is noted, not refused; its per-category means are noisy
+        small = sorted(c for c, n in Counter(q.category for q in collection.queries).items()
+                       if n < min_per_category)
+        if small:
+            notes.append(f"{len(small)} of {len(categories)} categories have fewer than "
+                         f"{min_per_category} queries (their means are noisy), e.g. "
+                         + ", ".join(repr(c) for c in small[:EXAMPLES]))
+        min_per_category = 1
     lo, hi = collection.grade_scale
     catalog, queries, category_counts, judgments = _frames(collection, now=now,
                                                            categories=tuple(categories))
@@ -474,7 +494,7 @@ def validate_collection(
     known = set(query_ids)
     judged = {j.query_id for j in collection.judgments if j.query_id in known}
     return ValidationReport(findings=findings, stale=stale, judged_queries=len(judged),
-                            queries=len(collection.queries))
+                            queries=len(collection.queries), notes=notes)
 
 
 def fresh_judgments(collection: Collection, report: ValidationReport) -> list[Judgment]:

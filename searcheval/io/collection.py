@@ -1,21 +1,77 @@
-"""One entry point for every kind of input collection: the seed fixtures or a BEIR folder."""
+"""One entry point for every kind of input collection: the seed fixtures, a dataset folder whose
+layout is told by its files (BEIR, WANDS, or the fixtures' own), or a table mapping."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 from searcheval.errors import InputError
-from searcheval.io.beir import load_beir
-from searcheval.io.fixtures import load_fixtures
+from searcheval.io.beir import is_beir, load_beir
+from searcheval.io.fixtures import FILES as FIXTURE_FILES
+from searcheval.io.fixtures import is_fixtures, load_fixtures
+from searcheval.io.mapped import load_mapped
+from searcheval.io.wands import FILES as WANDS_FILES
+from searcheval.io.wands import is_wands, load_wands
 from searcheval.types import Collection
+
+LAYOUTS = ("beir", "wands", "fixtures")
+
+
+def dataset_layout(directory: str | Path) -> str:
+    """`beir` (corpus.jsonl, queries.jsonl), `wands` (product.csv, query.csv, label.csv, also
+    under dataset/) or `fixtures` (catalog.json, golden_queries.json, judgments.csv)."""
+    directory = Path(directory)
+    if not directory.is_dir():
+        raise InputError("expected a dataset folder", file=directory, field="dataset")
+    if is_beir(directory):
+        return "beir"
+    if is_wands(directory):
+        return "wands"
+    if is_fixtures(directory):
+        return "fixtures"
+    raise InputError("not a dataset layout searcheval knows: expected BEIR (corpus.jsonl, "
+                     f"queries.jsonl, qrels/<split>.tsv), WANDS ({', '.join(WANDS_FILES)}) or "
+                     f"the fixtures' ({', '.join(FIXTURE_FILES)}); for other tables write a "
+                     "mapping (`mapping`)", file=directory, field="dataset")
 
 
 def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path | None = None,
-                    split: str = "test", max_queries: int | None = None) -> Collection:
-    """Either the seed fixtures or a BEIR dataset (exactly one)."""
-    if (fixtures is None) == (dataset is None):
-        raise InputError("expected exactly one of `fixtures` (a folder) or `dataset` (a BEIR folder)",
-                         field="fixtures")
-    if dataset is not None:
-        return load_beir(dataset, split, max_queries=max_queries)
-    return load_fixtures(fixtures)
+                    mapping: str | Path | None = None, split: str = "test",
+                    max_queries: int | None = None,
+                    grade_map: tuple[tuple[str, int], ...] | dict | None = None,
+                    grade_scale: tuple[int, int] | list[int] | None = None,
+                    database_url: str | None = None) -> Collection:
+    """Exactly one of: the seed fixtures' folder, a dataset folder (layout detected:
+    `dataset_layout`) or a mapping file (`searcheval.io.mapped`).
+
+    `split` is the BEIR qrels split; `max_queries` keeps the first N queries (BEIR, WANDS, mapped);
+    `grade_map` (text label -> grade: WANDS, mapped) and `grade_scale` ([lowest, highest]) override
+    the dataset's settings; `database_url` is where a mapping's SQL tables live."""
+    given = [name for name, value in (("fixtures", fixtures), ("dataset", dataset),
+                                      ("mapping", mapping)) if value is not None]
+    if len(given) != 1:
+        raise InputError("expected exactly one of `fixtures` (a folder), `dataset` (a BEIR, WANDS "
+                         "or fixtures folder) or `mapping` (a table mapping file)"
+                         + (f"; got {', '.join(given)}" if given else ""),
+                         field=given[-1] if given else "fixtures")
+    scale = tuple(grade_scale) if grade_scale is not None else None
+    if mapping is not None:
+        return load_mapped(mapping, grade_map=grade_map, grade_scale=scale,
+                           max_queries=max_queries, database_url=database_url)
+    if fixtures is not None:
+        _no_grade_map(grade_map, "the fixtures")
+        return load_fixtures(fixtures, grade_scale=scale)
+    layout = dataset_layout(dataset)
+    if layout == "beir":
+        _no_grade_map(grade_map, "a BEIR collection")
+        return load_beir(dataset, split, max_queries=max_queries, grade_scale=scale)
+    if layout == "wands":
+        return load_wands(dataset, grade_map=grade_map, grade_scale=scale, max_queries=max_queries)
+    _no_grade_map(grade_map, "the fixtures")
+    return load_fixtures(dataset, grade_scale=scale)
+
+
+def _no_grade_map(grade_map, what: str) -> None:
+    if grade_map is not None:
+        raise InputError(f"{what} hold whole-number grades: a grade map applies to text labels "
+                         "(WANDS, mapped tables)", field="grade_map")

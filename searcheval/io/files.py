@@ -4,9 +4,11 @@ loaders share. Every refusal is an `InputError` naming the file, line and field.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -146,7 +148,7 @@ def parse_grade(raw: str, lo: int, hi: int, *, file: Path, line: int, field_name
 def read_jsonl(path: Path) -> list[tuple[int, dict]]:
     text = read_text(path)
     rows = []
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):  # never splitlines(): U+0085
         if not line.strip():
             continue
         try:
@@ -171,3 +173,91 @@ def add_grade(qrels: dict[str, dict[str, int]], qid: str, doc: str, grade: int, 
     if doc in docs:
         raise InputError(f"duplicate judgment of ({qid}, {doc})", file=path, line=line)
     docs[doc] = grade
+
+
+# --------------------------------------------------------------------------- streaming readers
+# For files too large to hold as one string (a product catalog, a quarter of a million labels):
+# read line by line, where a line ends only at "\n" (never at U+0085, U+2028 or another character
+# str.splitlines() breaks at), as UTF-8 with or without a BOM.
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
+    """(line number, text with its "\\n") of every line of a UTF-8 file, read as it streams.
+
+    Refuses a missing or unreadable file, and text that is not UTF-8 (naming the line and the
+    byte offset in it)."""
+    path = Path(path)
+    try:
+        fh = open(path, "rb")
+    except FileNotFoundError:
+        raise InputError("file not found", file=path) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the file ({exc.__class__.__name__}: {exc})", file=path) from None
+    with fh:
+        for number, raw in enumerate(fh, start=1):  # a binary file splits at b"\n" only
+            if number == 1 and raw.startswith(_BOM):
+                raw = raw[len(_BOM):]
+            try:
+                yield number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InputError(f"not UTF-8 text (byte {exc.start + 1} of the line)", file=path,
+                                 line=number) from None
+
+
+def iter_delimited(path: str | Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """(line number where the row starts, cells) of every row of a CSV or TSV file, the header
+    first, with the csv module's quoting (a quoted cell may hold a delimiter or a newline).
+
+    Rows ending at "\\r\\n" are read as rows ending at "\\n". Refuses what `iter_lines` refuses and a
+    row the csv module cannot parse."""
+    path = Path(path)
+    source = (text for _, text in iter_lines(path))
+    reader = csv.reader(source, delimiter=delimiter)
+    end = 0  # the line the previous row ended on
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise InputError(f"not valid {'TSV' if delimiter == chr(9) else 'CSV'}: {exc}",
+                             file=path, line=reader.line_num) from None
+        yield end + 1, row
+        end = reader.line_num
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of every non-blank line of a JSONL file, streamed; a line ends only
+    at "\\n", so U+0085 or U+2028 inside a JSON string is part of the value."""
+    path = Path(path)
+    for number, text in iter_lines(path):
+        if not text.strip():
+            continue
+        try:
+            obj = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise InputError(f"invalid JSON: {exc.msg}", file=path, line=number) from None
+        if not isinstance(obj, dict):
+            raise InputError("expected one JSON object per line", file=path, line=number)
+        yield number, obj
+
+
+def read_yaml_mapping(path: str | Path) -> dict:
+    """The top-level mapping of a YAML file (a dataset's searcheval.yaml, a table mapping)."""
+    import yaml
+
+    path = Path(path)
+    text = "".join(text for _, text in iter_lines(path))
+    if not text.strip():
+        raise InputError("the file is empty", file=path)
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", file=path,
+                         line=mark.line + 1 if mark is not None else None) from None
+    if not isinstance(document, dict):
+        raise InputError("expected a mapping of keys to values at the top level", file=path)
+    return document

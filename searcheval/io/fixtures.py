@@ -18,6 +18,7 @@ from searcheval.io.files import (
     read_text,
     string_field,
 )
+from searcheval.io.settings import check_setting, load_settings
 from searcheval.types import Collection, Filters, Judgment, Query, Resource
 
 CATEGORIES = ("exact-name", "paraphrase", "filtered", "no-result", "adversarial")
@@ -86,7 +87,8 @@ def load_catalog(path: str | Path) -> list[Resource]:
 
 
 def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> list[Query]:
-    """`golden_queries.json`: a list of `{id, text, category, filters, intent}`."""
+    """`golden_queries.json`: a list of `{id, text, category, filters, intent, persona}`; `intent`
+    and `persona` are optional notes (strings)."""
     path = Path(path)
     data, text = read_json_list(path)
     queries: list[Query] = []
@@ -124,7 +126,8 @@ def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> 
                                   required=False),
                     max_price_usd=float(max_price) if max_price is not None else None,
                 ),
-                intent=obj.get("intent") or "",
+                intent=string_field(obj, "intent", file=path, line=line, required=False) or "",
+                persona=string_field(obj, "persona", file=path, line=line, required=False) or "",
             )
         )
     if not queries:
@@ -198,8 +201,17 @@ def load_judgments(
     return judgments
 
 
-def load_fixtures(directory: str | Path) -> Collection:
-    """The seed fixtures: `catalog.json`, `golden_queries.json`, `judgments.csv`."""
+FILES = ("catalog.json", "golden_queries.json", "judgments.csv")
+
+
+def is_fixtures(directory: str | Path) -> bool:
+    return all((Path(directory) / name).is_file() for name in FILES)
+
+
+def load_fixtures(directory: str | Path, *, grade_scale: tuple[int, int] | None = None) -> Collection:
+    """The seed fixtures: `catalog.json`, `golden_queries.json`, `judgments.csv`, and an optional
+    `searcheval.yaml` of conventions. The grade scale is 0..3 unless `grade_scale` (a run
+    parameter) or the folder's settings say otherwise."""
     directory = Path(directory)
     if not directory.is_dir():
         raise InputError("expected a folder with catalog.json, golden_queries.json, judgments.csv",
@@ -209,8 +221,19 @@ def load_fixtures(directory: str | Path) -> Collection:
         "queries": directory / "golden_queries.json",
         "judgments": directory / "judgments.csv",
     }
+    settings = load_settings(directory)
+    if grade_scale is not None:
+        scale, where = check_setting("grade_scale", grade_scale), "run parameter grade_scale"
+    elif settings.grade_scale is not None:
+        scale, where = settings.grade_scale, f"dataset setting ({settings.source})"
+    else:
+        scale, where = FIXTURE_GRADES, "default (the fixtures' 0..3)"
+    if settings.source is not None:
+        sources["settings"] = Path(settings.source)
     resources = load_catalog(sources["catalog"])
     queries = load_queries(sources["queries"])
-    judgments = load_judgments(sources["judgments"], query_ids={q.id for q in queries})
+    judgments = load_judgments(sources["judgments"], grade_scale=scale,
+                               query_ids={q.id for q in queries})
     return Collection(name=directory.name, resources=resources, queries=queries,
-                      judgments=judgments, grade_scale=FIXTURE_GRADES, sources=sources)
+                      judgments=judgments, grade_scale=scale, sources=sources, settings=settings,
+                      categories=CATEGORIES, provenance={"grade_scale": where})

@@ -295,3 +295,10 @@ FROM replay_metrics
 WHERE run_id = %(run_id)s
 ORDER BY configuration, segment, metric
 """
+
+# ---------------------------------------------------------------------------- mapped tables
+# A table mapping (searcheval.io.mapped) may read its rows with a SELECT of its own, over the
+# project's Postgres. That statement is the mapping's, not built from data; it runs in a
+# read-only transaction, so it can never change the database.
+
+SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
