@@ -36,10 +36,11 @@ def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
 
 
 def load_qrels(path: str | Path, *, max_grade: int | None = None) -> Qrels:
-    """Either format, told apart by the BEIR header line."""
+    """Either format, told apart by the BEIR header line, or (BEIR without a header) by a first
+    line of three tab-separated columns where TREC has four."""
     path = Path(path)
-    first = read_text(path).splitlines()[0]
-    if first.startswith("query-id"):
+    first = read_text(path).split("\n")[0]
+    if first.startswith("query-id") or len(first.rstrip("\r").split("\t")) == 3:
         return load_beir_qrels(path, max_grade=max_grade)[0]
     return load_trec_qrels(path, max_grade=MAX_GRADE if max_grade is None else max_grade)
 
