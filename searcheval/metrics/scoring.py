@@ -11,6 +11,7 @@ import numpy as np
 
 from searcheval.defaults import REPORT_METRICS
 from searcheval.metrics.engine import Evaluation, Settings, evaluate
+from searcheval.metrics.segments import query_segments, segment_order
 from searcheval.metrics.stats import bootstrap_ci
 from searcheval.types import Qrels, Query, RankedRun
 
@@ -25,6 +26,22 @@ class ConfigurationScores:
     by_category: dict[str, dict[str, float | None]]
     latency_ms: dict[str, float | None]
     settings: Settings = field(default_factory=Settings)
+    segments: dict[str, list[str]] = field(default_factory=dict)  # query id -> segment labels
+    by_segment: dict[str, dict[str, float | None]] = field(default_factory=dict)
+
+    def group_means(self, group: str) -> dict[str, float | None]:
+        """The means of a category, or of a segment (`words:4+`): what a per-category rule reads."""
+        if group in self.by_category:
+            return self.by_category[group]
+        return self.by_segment.get(group, {})
+
+    def segment_sizes(self) -> dict[str, int]:
+        """Queries in each segment."""
+        sizes: dict[str, int] = {}
+        for labels in self.segments.values():
+            for label in labels:
+                sizes[label] = sizes.get(label, 0) + 1
+        return {label: sizes[label] for label in sorted(sizes, key=segment_order)}
 
     def values(self, metric: str) -> dict[str, float]:
         """Per-query values of one metric (NaN where the query is left out)."""
@@ -36,6 +53,7 @@ class ConfigurationScores:
             "means": self.means,
             "ci95": {m: list(ci) if ci else None for m, ci in self.ci95.items()},
             "by_category": self.by_category,
+            "by_segment": self.by_segment,
             "latency_ms": self.latency_ms,
         }
 
@@ -48,28 +66,44 @@ def latency_summary(latency_ms: dict[str, float]) -> dict[str, float | None]:
     return {"p50": float(p50), "p95": float(p95)}
 
 
+def group_means(evaluation: Evaluation, groups: dict[str, list[str]]) -> dict[str, dict[str, float | None]]:
+    """Means of every metric over the queries of each group (a query may be in several groups);
+    a query left out of a metric (NaN) is left out of its group's mean too."""
+    members: dict[str, list[int]] = {}
+    for i, qid in enumerate(evaluation.query_ids):
+        for group in groups.get(qid, ()):
+            members.setdefault(group, []).append(i)
+    out: dict[str, dict[str, float | None]] = {}
+    for group, rows in members.items():
+        index = np.asarray(rows, dtype=np.int64)
+        out[group] = {}
+        for name, arr in evaluation.values.items():
+            part = arr[index]
+            kept = part[~np.isnan(part)]
+            out[group][name] = float(kept.mean()) if kept.size else None
+    return out
+
+
 def score_run(run: RankedRun, qrels: Qrels, queries: list[Query],
               metrics: tuple[str, ...] = REPORT_METRICS,
               settings: Settings = Settings(), *, seed: int = 0) -> ConfigurationScores:
-    """Score one configuration over every golden query (a query it did not answer is empty)."""
+    """Score one configuration over every golden query (a query it did not answer is empty), per
+    category and per automatic segment (`searcheval.metrics.segments`)."""
     query_ids = [q.id for q in queries]
     evaluation = evaluate(qrels, run.as_run(), list(metrics), settings, query_ids=query_ids)
     categories = {q.id: q.category for q in queries}
-    by_category: dict[str, dict[str, float | None]] = {}
-    cats = np.array([categories[q] for q in query_ids])
-    for category in sorted(set(cats)):
-        mask = cats == category
-        by_category[category] = {}
-        for name, arr in evaluation.values.items():
-            kept = arr[mask][~np.isnan(arr[mask])]
-            by_category[category][name] = float(kept.mean()) if kept.size else None
+    by_category = group_means(evaluation, {q: [c] for q, c in categories.items()})
+    segments = {q.id: query_segments(q) for q in queries}
+    by_segment = group_means(evaluation, segments)
     return ConfigurationScores(
         configuration=run.configuration,
         evaluation=evaluation,
         categories=categories,
         means=evaluation.means,
         ci95={name: bootstrap_ci(arr, seed=seed) for name, arr in evaluation.values.items()},
-        by_category=by_category,
+        by_category={c: by_category[c] for c in sorted(by_category)},
         latency_ms=latency_summary(run.latency_ms),
         settings=settings,
+        segments=segments,
+        by_segment={s: by_segment[s] for s in sorted(by_segment, key=segment_order)},
     )
