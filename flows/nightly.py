@@ -23,8 +23,9 @@ from searcheval.errors import GateTripped, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
-from searcheval.evaluation.report import EvaluationResult, console_table
-from searcheval.io.files import input_hashes
+from searcheval.evaluation.conventions import resolve_conventions
+from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
+from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
@@ -44,7 +45,7 @@ def nightly(
     metrics: list[str] = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
     coverage_k: int = defaults.COVERAGE_K,
-    coverage_floor: float = defaults.COVERAGE_FLOOR,
+    coverage_floor: float | None = None,
     max_age_days: int | None = defaults.MAX_AGE_DAYS,
     min_per_category: int = defaults.MIN_PER_CATEGORY,
     output: str | None = defaults.OUTPUT,
@@ -53,13 +54,22 @@ def nightly(
     alert_block: str | None = None,
     shards: int = defaults.SHARDS,
     embed_batch: int = defaults.EMBED_BATCH,
+    mapping: str | None = None,
+    gain: str | None = None,
+    relevance_level: int | None = None,
+    no_relevant: str | None = None,
+    grade_scale: list[int] | None = None,
+    grade_map: dict[str, int] | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
-    `fixtures` or `dataset` (a BEIR folder) names the inputs; `baseline` the reviewed
-    baseline.json (None: no gate); `label` tags a manual run (e.g. the ranking version).
-    The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a
-    parameter, so no password is stored with the flow run.
+    `fixtures`, `dataset` (a BEIR, WANDS or fixtures folder, told by its files) or `mapping` (a
+    table mapping file) names the inputs; `baseline` the reviewed baseline.json (None: no gate);
+    `label` tags a manual run (e.g. the ranking version). The conventions `gain`,
+    `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
+    `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
+    searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
+    unset), never from a parameter, so no password is stored with the flow run.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -68,8 +78,12 @@ def nightly(
         check_configurations(configurations)
         parse_metrics(metrics)
         pipeline.check_scale_out(shards, embed_batch)
-        collection: Collection = t.load_inputs(None if dataset else fixtures, dataset, split,
-                                               max_queries)
+        collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
+                                               split, max_queries, mapping, grade_map,
+                                               grade_scale)
+        conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
+                                          no_relevant=no_relevant, coverage_floor=coverage_floor,
+                                          coverage_k=coverage_k)
         report = t.validate(collection, max_age_days, min_per_category)
         report.raise_for_errors()
     except InputError as exc:
@@ -91,16 +105,19 @@ def nightly(
 
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
-    coverage = t.coverage(runs, qrels, coverage_k, coverage_floor)  # stale labels do not count
-    scores = t.score(runs, fresh, qrels, tuple(metrics))
+    coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
+                          conventions.source("coverage_floor"))  # do not count
+    scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
     verdict = t.gate(scores, baseline, tolerance)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
-        source=str(dataset or fixtures), input_hashes=input_hashes(collection.sources),
+        source=str(mapping or dataset or fixtures), input_hashes=collection_hashes(collection),
         model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
         coverage=coverage, embeddings=embedded.stats,
-        flow_run_id=str(flow_run.id) if flow_run.id else None, label=label)
+        flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
+        conventions=conventions.to_dict(),
+        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
     t.publish(result, runs, output)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)

@@ -161,6 +161,8 @@ class Collection:
     notes: list[str] = field(default_factory=list)
     categories: tuple[str, ...] | str | None = None
     provenance: dict[str, str] = field(default_factory=dict)  # loader-level convention -> where from
+    grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade, as the loader applied it
+    digests: dict[str, str] = field(default_factory=dict)  # sha256 of inputs that are no file (SQL)
 
     def qrels(self) -> Qrels:
         """Judgments in the shape ranx, ir_measures and BEIR share: {query: {doc: grade}}."""

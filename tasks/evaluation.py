@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from contextlib import nullcontext
+from dataclasses import fields
 from datetime import datetime, timedelta, timezone
 
 from prefect import get_run_logger, task
@@ -23,9 +24,9 @@ from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.validation import ValidationReport, validate_collection
-from searcheval.io.collection import load_collection
-from searcheval.io.files import input_hashes
+from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.metrics.coverage import results_coverage
+from searcheval.metrics.engine import Settings
 from searcheval.rankers.registry import needs_database
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
@@ -48,16 +49,20 @@ def not_refused_input(task, task_run, state) -> bool:
 
 @task(cache_policy=NO_CACHE)
 def load_inputs(fixtures: str | None, dataset: str | None, split: str,
-                max_queries: int | None) -> Collection:
-    return load_collection(fixtures=fixtures, dataset=dataset, split=split,
-                           max_queries=max_queries)
+                max_queries: int | None, mapping: str | None = None,
+                grade_map: dict[str, int] | None = None,
+                grade_scale: list[int] | None = None) -> Collection:
+    return load_collection(fixtures=fixtures, dataset=dataset, mapping=mapping, split=split,
+                           max_queries=max_queries, grade_map=grade_map, grade_scale=grade_scale)
 
 
 def _validation_key(context, parameters) -> str:
     collection: Collection = parameters["collection"]
-    # the version is in the key: the cached result is a pickled ValidationReport, and a class that
-    # moved or changed in another version must never be loaded from an old cache entry
-    key = {"version": __version__, "inputs": input_hashes(collection.sources),
+    # the version and the report's fields are in the key: the cached result is a pickled
+    # ValidationReport, and a class that moved or changed (in another version, or in another
+    # checkout sharing PREFECT_HOME) must never be loaded from an old cache entry
+    key = {"version": __version__, "report": [f.name for f in fields(ValidationReport)],
+           "inputs": collection_hashes(collection),
            "max_age_days": parameters["max_age_days"],
            "min_per_category": parameters["min_per_category"],
            "day": datetime.now(timezone.utc).date().isoformat()}
@@ -106,14 +111,15 @@ def run_configuration(configuration: str, collection: Collection, shard: pipelin
 
 
 @task(cache_policy=NO_CACHE)
-def coverage(runs: dict[str, RankedRun], qrels: dict, k: int, floor: float) -> dict:
-    return results_coverage(runs, qrels, k=k, floor=floor)
+def coverage(runs: dict[str, RankedRun], qrels: dict, k: int, floor: float,
+             floor_source: str = "default") -> dict:
+    return results_coverage(runs, qrels, k=k, floor=floor, floor_source=floor_source)
 
 
 @task(cache_policy=NO_CACHE)
 def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
-          metrics: tuple[str, ...]) -> dict:
-    return pipeline.score_runs(runs, collection, qrels, metrics)
+          metrics: tuple[str, ...], settings: Settings = Settings()) -> dict:
+    return pipeline.score_runs(runs, collection, qrels, metrics, settings)
 
 
 @task(cache_policy=NO_CACHE)

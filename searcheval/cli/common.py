@@ -85,21 +85,30 @@ def import_project_module(name: str):
     return importlib.import_module(name)
 
 
-def add_conventions(parser: argparse.ArgumentParser, subject: str = "a query") -> None:
+def add_conventions(parser: argparse.ArgumentParser, subject: str = "a query", *,
+                    from_dataset: bool = False) -> None:
     """The metric conventions every scoring command takes: gain, relevance level, and the policy
-    for `subject` without a relevant judgment."""
+    for `subject` without a relevant judgment. With `from_dataset` the flags default to None:
+    the dataset's settings (searcheval.yaml) decide, else the library's defaults."""
     from searcheval import defaults
 
-    parser.add_argument("--gain", choices=["exponential", "linear"], default=defaults.GAIN,
+    def default(value):
+        return None if from_dataset else value
+
+    def said(value) -> str:
+        return f"default: the dataset's setting, else {value}" if from_dataset \
+            else f"default {value}"
+
+    parser.add_argument("--gain", choices=["exponential", "linear"], default=default(defaults.GAIN),
                         help=f"gain of a grade g in nDCG: 2^g - 1 (exponential) or g (linear, "
-                             f"trec_eval's); default {defaults.GAIN}")
-    parser.add_argument("--relevance-level", type=int, default=defaults.RELEVANCE_LEVEL,
+                             f"trec_eval's); {said(defaults.GAIN)}")
+    parser.add_argument("--relevance-level", type=int, default=default(defaults.RELEVANCE_LEVEL),
                         help="lowest grade that counts as relevant for MRR, P, R, MAP "
-                             f"(default {defaults.RELEVANCE_LEVEL})")
+                             f"({said(defaults.RELEVANCE_LEVEL)})")
     parser.add_argument("--no-relevant", choices=["one", "zero", "skip"],
-                        default=defaults.NO_RELEVANT,
+                        default=default(defaults.NO_RELEVANT),
                         help=f"nDCG and Recall of {subject} with no relevant judgment "
-                             f"(default {defaults.NO_RELEVANT})")
+                             f"({said(defaults.NO_RELEVANT)})")
 
 
 def add_database_url(parser: argparse.ArgumentParser, what: str = "Postgres with pgvector") -> None:
@@ -133,13 +142,52 @@ def refusal_line(exc, flags: dict[str, str]) -> str:
 
 
 def add_collection(parser: argparse.ArgumentParser) -> None:
-    """Which collection a command reads: the seed fixtures' folder, or a BEIR folder and split."""
+    """Which collection a command reads: the seed fixtures' folder, a dataset folder (BEIR, WANDS
+    or the fixtures' layout, told by its files) and its split, or a table mapping; and the
+    loader's conventions (grade scale, grade map) when they differ from the dataset's settings."""
     from searcheval import defaults
 
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--fixtures", type=Path, default=Path(defaults.FIXTURES),
                         help="folder with catalog.json, golden_queries.json, judgments.csv "
                              f"(default {defaults.FIXTURES})")
-    source.add_argument("--dataset", type=Path, help="a test collection in BEIR layout")
+    source.add_argument("--dataset", type=Path,
+                        help="a dataset folder: BEIR (corpus.jsonl, queries.jsonl, qrels/), WANDS "
+                             "(product.csv, query.csv, label.csv) or the fixtures' layout; its "
+                             "searcheval.yaml may declare the conventions")
+    source.add_argument("--mapping", type=Path,
+                        help="a YAML mapping of columns over CSV, TSV, JSONL, Parquet files or "
+                             "SQL queries (README: Bring your own data)")
     parser.add_argument("--split", default=defaults.SPLIT,
                         help=f"BEIR qrels split (default {defaults.SPLIT})")
+    parser.add_argument("--grade-scale", type=grade_scale_arg, metavar="LO,HI",
+                        help="the grades a judgment may have, e.g. 0,3 (default: the dataset's "
+                             "setting, else the format's scale or the largest grade found)")
+    parser.add_argument("--grade-map", metavar="LABEL=GRADE,...",
+                        help="text labels to grades (WANDS, mappings), e.g. "
+                             "Exact=2,Partial=1,Irrelevant=0 (default: the dataset's setting, "
+                             "else WANDS' Exact=3,Partial=1,Irrelevant=0)")
+
+
+def grade_scale_arg(text: str) -> list[int]:
+    lo, sep, hi = text.partition(",")
+    try:
+        if not sep:
+            raise ValueError
+        return [int(lo), int(hi)]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LO,HI whole grades, e.g. 0,3; got {text!r}") \
+            from None
+
+
+def collection_arguments(args: argparse.Namespace) -> dict:
+    """load_collection's keywords (and the nightly flow's parameters) from add_collection's flags."""
+    from searcheval.io.settings import parse_grade_map
+
+    chosen = args.mapping is not None or args.dataset is not None
+    return {"fixtures": None if chosen else str(args.fixtures),
+            "dataset": str(args.dataset) if args.dataset is not None else None,
+            "mapping": str(args.mapping) if args.mapping is not None else None,
+            "split": args.split,
+            "grade_scale": args.grade_scale,
+            "grade_map": dict(parse_grade_map(args.grade_map)) if args.grade_map else None}

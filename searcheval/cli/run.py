@@ -13,7 +13,9 @@ from searcheval.cli.common import (
     EXIT_OK,
     EXIT_TRIPPED,
     add_collection,
+    add_conventions,
     add_database_url,
+    collection_arguments,
     database_env,
     import_project_module,
 )
@@ -25,9 +27,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     nightly = import_project_module("flows.nightly").nightly
     from searcheval.errors import GateTripped
 
-    params = dict(fixtures=None if args.dataset else str(args.fixtures),
-                  dataset=str(args.dataset) if args.dataset else None, split=args.split,
-                  max_queries=args.max_queries,
+    params = dict(**collection_arguments(args), max_queries=args.max_queries,
+                  gain=args.gain, relevance_level=args.relevance_level,
+                  no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
                   baseline=None if args.no_baseline else str(args.baseline),
                   output=str(args.output), label=args.label, tolerance=args.tolerance,
                   alert_block=args.alert_block)
@@ -57,7 +59,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 def add_run(sub) -> None:
     p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)")
     add_collection(p)
-    p.add_argument("--max-queries", type=int, help="BEIR: evaluate only the first N judged queries")
+    p.add_argument("--max-queries", type=int,
+                   help="BEIR, WANDS, mappings: evaluate only the first N (judged) queries")
+    add_conventions(p, from_dataset=True)
+    p.add_argument("--coverage-floor", type=float,
+                   help="judged share of each configuration's top 10 below which the run alerts "
+                        f"(default: the dataset's setting, else {defaults.COVERAGE_FLOOR})")
     p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
                    help="fewest golden queries a category may have "
                         f"(default {defaults.MIN_PER_CATEGORY})")

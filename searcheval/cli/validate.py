@@ -5,15 +5,14 @@ from __future__ import annotations
 import argparse
 
 from searcheval import defaults
-from searcheval.cli.common import EXIT_OK, add_collection, print_json
+from searcheval.cli.common import EXIT_OK, add_collection, collection_arguments, print_json
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from searcheval.evaluation.validation import validate_collection
     from searcheval.io.collection import load_collection
 
-    collection = load_collection(fixtures=None if args.dataset else args.fixtures,
-                                 dataset=args.dataset, split=args.split)
+    collection = load_collection(**collection_arguments(args))
     report = validate_collection(collection, max_age_days=args.max_age_days)
     if args.format == "json":
         print_json(report.to_dict())
@@ -22,6 +21,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
               f"{len(collection.queries)} queries, {len(collection.judgments)} judgments")
         for f in report.findings:
             print(f"{f.severity}: {f.suite} / {f.expectation}: {f.message}")
+        for note in report.notes:
+            print(f"note: {note}")
         print(f"stale judgments: {len(report.stale)}")
         print("valid" if report.ok else "refused")
     report.raise_for_errors()

@@ -58,10 +58,12 @@ def coverage_reasons(coverage: dict) -> list[dict]:
     out = []
     for name, c in coverage.items():
         if isinstance(c, dict) and c.get("below_floor"):
+            source = c.get("floor_source") or "default"
             out.append({"kind": "coverage", "configuration": name,
                         "value": c.get("judged_share"), "floor": c.get("floor"),
+                        "floor_source": source,
                         "summary": f"judged@{c.get('k')} of {name} is {c.get('judged_share'):.3f}, "
-                                   f"under the floor {c.get('floor'):.3f}"})
+                                   f"under the floor {c.get('floor'):.3f} ({source})"})
     return out
 
 

@@ -1,7 +1,8 @@
 """The gate: the served configuration against the reviewed baseline (`evaluation.baseline`).
 
 A gated metric that drops by more than the tolerance (0.02 absolute unless set) trips the gate, and
-so does a mean under a per-metric floor or a category's mean under a per-category floor. For every
+so does a mean under a per-metric floor or a category's mean under a per-category floor (a
+"category" there may also be an automatic segment of the queries, e.g. `words:4+`). For every
 drop the report gets a paired randomization test's p-value over the queries both runs scored, and
 the queries that got worse most. An improvement beyond the tolerance passes, with a note that the
 baseline is stale.
@@ -106,7 +107,7 @@ def check_gate(baseline: Baseline, scores: ConfigurationScores, *,
             tripped.append(Trip(metric, floor, value, value - floor, "floor"))
     for category, floors in baseline.category_floors.items():
         for metric, floor in floors.items():
-            value = scores.by_category.get(category, {}).get(metric)
+            value = scores.group_means(category).get(metric)  # a category, or a segment
             if value is not None and value < floor:
                 tripped.append(Trip(metric, floor, value, value - floor, "category-floor", category))
     worse.sort(key=lambda w: w["delta"])

@@ -30,6 +30,7 @@ from searcheval.evaluation.report import EvaluationResult
 from searcheval.evaluation.validation import ValidationReport, fresh_judgments
 from searcheval.metrics.engine import Settings
 from searcheval.metrics.scoring import ConfigurationScores, score_run
+from searcheval.metrics.segments import query_segments
 from searcheval.rankers.embeddings import CachedEmbedder, model_fingerprint, model_name
 from searcheval.rankers.fusion import FusionParams
 from searcheval.rankers.registry import run_configuration
@@ -212,6 +213,11 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
     return RankedRun(configuration=configuration, results=results, latency_ms=latency)
 
 
+def segments_of(queries: list[Query]) -> dict[str, list[str]]:
+    """Each query's automatic segments (`searcheval.metrics.segments`)."""
+    return {q.id: query_segments(q) for q in queries}
+
+
 def fresh_collection(collection: Collection, report: ValidationReport) -> Collection:
     """The collection without its stale judgments: what scoring and coverage see."""
     return replace(collection, judgments=fresh_judgments(collection, report))
@@ -236,8 +242,9 @@ def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Pat
 
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
-    """One run row, its metric rows and per-query rows, in one transaction."""
-    store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows())
+    """One run row, its metric rows, per-query rows and segment rows, in one transaction."""
+    store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
+                          result.segment_rows())
 
 
 def alert_for(result: EvaluationResult) -> Alert | None:

@@ -34,10 +34,18 @@ class EvaluationResult:
     embeddings: dict = field(default_factory=dict)
     flow_run_id: str | None = None
     label: str | None = None  # e.g. the ranking version of a manual run
+    conventions: dict = field(default_factory=dict)  # Conventions.to_dict(): values and sources
+    queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
 
     @property
     def gate_passed(self) -> bool | None:
         return None if self.gate is None else self.gate.passed
+
+    def segment_sizes(self) -> dict[str, int]:
+        """Queries in each automatic segment (the same for every configuration)."""
+        for s in self.scores.values():
+            return s.segment_sizes()
+        return {}
 
     def metrics_document(self) -> dict:
         """`metrics.json`: the contract of DESIGN.md, extended, never renamed."""
@@ -51,7 +59,10 @@ class EvaluationResult:
             "source": self.source,
             "input_hashes": self.input_hashes,
             "gate": gate,
+            "conventions": self.conventions,
             "configurations": {name: s.to_dict() for name, s in self.scores.items()},
+            "segments": self.segment_sizes(),
+            "queries": self.queries,
             "coverage": self.coverage,
             "validation": self.validation,
             "embeddings": self.embeddings,
@@ -66,7 +77,8 @@ class EvaluationResult:
             "input_hashes": self.input_hashes, "model": self.model,
             "gate_passed": self.gate_passed,
             "summary": {"label": self.label, "embeddings": self.embeddings,
-                        "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None},
+                        "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None,
+                        "conventions": self.conventions},
         }
 
     def metric_rows(self) -> list[dict]:
@@ -92,6 +104,25 @@ class EvaluationResult:
                              "metric": f"latency_{name}_ms", "value": s.latency_ms.get(name),
                              "ci_low": None, "ci_high": None, "n": None})
         return [r for r in rows if r["value"] is not None]
+
+    def segment_rows(self) -> list[dict]:
+        """Rows of eval_segment_metrics: each configuration's means per automatic segment, with
+        the number of queries that have a value."""
+        rows = []
+        for conf, s in self.scores.items():
+            members: dict[str, list[int]] = {}
+            for i, qid in enumerate(s.evaluation.query_ids):
+                for label in s.segments.get(qid, ()):
+                    members.setdefault(label, []).append(i)
+            for segment, means in s.by_segment.items():
+                for metric, value in means.items():
+                    if value is None:
+                        continue
+                    values = s.evaluation.values[metric][members.get(segment, [])]
+                    rows.append({"run_id": self.run_id, "configuration": conf, "segment": segment,
+                                 "metric": metric, "value": value,
+                                 "n": int((~_isnan(values)).sum())})
+        return rows
 
     def query_rows(self) -> list[dict]:
         """Rows of eval_query_results; a query left out of a metric (None) has no row."""
@@ -153,6 +184,10 @@ def markdown_report(result: EvaluationResult) -> str:
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
+    if result.conventions:
+        w("\n## Conventions\n\n")
+        for line in conventions_lines(result.conventions):
+            w(f"- {line}\n")
     w("\n## Metrics\n\n")
     metrics = list(next(iter(result.scores.values())).means) if result.scores else []
     w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms |\n")
@@ -177,6 +212,18 @@ def markdown_report(result: EvaluationResult) -> str:
         for category, means in s.by_category.items():
             w(f"| {category} | " + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
         w("\n")
+    sizes = result.segment_sizes()
+    if sizes:
+        w("## By segment\n\nAutomatic segments of the query text: number of words, digits, a "
+          "quoted phrase, and the data's query class when it has one. The gate's per-category "
+          "floors accept these labels too.\n\n")
+        for name, s in result.scores.items():
+            w(f"### {name}\n\n| segment | queries | " + " | ".join(metrics) + " |\n|---|---|"
+              + "---|" * len(metrics) + "\n")
+            for segment, means in s.by_segment.items():
+                w(f"| {segment} | {sizes.get(segment, 0)} | "
+                  + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
+            w("\n")
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:
@@ -193,11 +240,11 @@ def markdown_report(result: EvaluationResult) -> str:
               + ", ".join(f"{t.metric} {_fmt(t.delta)}" for t in gate.improved)
               + ". The baseline is stale: review and run `searcheval baseline update`.\n")
         if gate.worse_queries:
-            w("\nQueries that got worse most:\n\n| query | category | metric | baseline | now |\n"
-              "|---|---|---|---|---|\n")
+            w("\nQueries that got worse most:\n\n| query | category | metric | baseline | now "
+              "| intent / persona |\n|---|---|---|---|---|---|\n")
             for q in gate.worse_queries:
                 w(f"| {q['query_id']} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
-                  f"| {_fmt(q['value'])} |\n")
+                  f"| {_fmt(q['value'])} | {_cell(_notes(result.queries.get(q['query_id'])))} |\n")
         w("\n")
     if result.validation:
         w("## Judgments\n\n")
@@ -206,6 +253,8 @@ def markdown_report(result: EvaluationResult) -> str:
         stale = (v.get("stale") or {}).get("judgments") or []
         w(f"- validation findings: {len(findings)}; stale judgments left out of scoring: "
           f"{len(stale)}\n")
+        for note in v.get("notes") or []:
+            w(f"- note: {note}\n")
         for f in findings:
             w(f"  - {f.get('severity')}: {f.get('suite')} / {f.get('expectation')}: "
               f"{f.get('message')}\n")
@@ -218,7 +267,62 @@ def markdown_report(result: EvaluationResult) -> str:
             w(f"| {name} | {_fmt(c.get('judged_share'))} (k={c.get('k')}) | {_fmt(c.get('floor'))} "
               f"| {'yes' if c.get('below_floor') else 'no'} "
               f"| {', '.join(c.get('unjudged_examples') or []) or '-'} |\n")
+        sources = {c.get("floor_source") for c in result.coverage.values() if c.get("floor_source")}
+        if sources:
+            w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
+    noted = [(qid, q) for qid, q in result.queries.items() if _notes(q)]
+    if noted:
+        w("\n## Query notes\n\nIntent and persona of the golden queries, for whoever reads or "
+          "judges the results (never sent to a search backend unless its configuration asks).\n\n"
+          "| query | text | category | segments | intent | persona |\n|---|---|---|---|---|---|\n")
+        for qid, q in noted[:NOTED_QUERIES]:
+            w(f"| {qid} | {_cell(q.get('text', ''))} | {q.get('category', '')} "
+              f"| {' '.join(q.get('segments') or [])} | {_cell(q.get('intent', ''))} "
+              f"| {_cell(q.get('persona', ''))} |\n")
+        if len(noted) > NOTED_QUERIES:
+            w(f"\nand {len(noted) - NOTED_QUERIES} more in metrics.json (`queries`).\n")
     return out.getvalue()
+
+
+NOTED_QUERIES = 50
+
+
+def conventions_lines(conventions: dict) -> list[str]:
+    """The Conventions section of report.md, from metrics.json's `conventions` block."""
+    from searcheval.evaluation.conventions import Conventions
+
+    c = conventions
+    return Conventions(
+        gain=c["gain"], relevance_level=c["relevance_level"], no_relevant=c["no_relevant"],
+        coverage_floor=c["coverage_floor"], grade_scale=tuple(c["grade_scale"]),
+        grade_map=tuple(c["grade_map"].items()) if c.get("grade_map") else None,
+        coverage_k=c.get("coverage_k", 10), sources=dict(c.get("sources") or {})).lines()
+
+
+def query_notes(queries, segments: dict[str, list[str]] | None = None) -> dict[str, dict]:
+    """metrics.json's `queries` block: each golden query's text, category, segments, and its
+    intent and persona when it has them."""
+    out = {}
+    for q in queries:
+        entry = {"text": q.text, "category": q.category}
+        if segments is not None:
+            entry["segments"] = segments.get(q.id, [])
+        for key in ("intent", "persona"):
+            if getattr(q, key):
+                entry[key] = getattr(q, key)
+        out[q.id] = entry
+    return out
+
+
+def _notes(query: dict | None) -> str:
+    if not query:
+        return ""
+    return " / ".join(query[k] for k in ("intent", "persona") if query.get(k))
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a markdown table cell: one line, pipes escaped."""
+    return " ".join(text.split()).replace("|", "\\|")
 
 
 def _policy(result: EvaluationResult) -> str:
@@ -230,10 +334,12 @@ def _policy(result: EvaluationResult) -> str:
 def per_query_csv(result: EvaluationResult) -> str:
     out = io.StringIO()
     writer = csv.writer(out)
-    writer.writerow(["configuration", "query_id", "category", "metric", "value"])
+    writer.writerow(["configuration", "query_id", "category", "metric", "value", "segments"])
+    segments = {conf: s.segments for conf, s in result.scores.items()}
     for row in result.query_rows():
         writer.writerow([row["configuration"], row["query_id"], row["category"], row["metric"],
-                         "" if row["value"] is None else f"{row['value']:.6f}"])
+                         "" if row["value"] is None else f"{row['value']:.6f}",
+                         " ".join(segments[row["configuration"]].get(row["query_id"], []))])
     return out.getvalue()
 
 

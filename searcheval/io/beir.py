@@ -82,7 +82,7 @@ def load_beir(directory: str | Path, split: str = "test", *, max_grade: int | No
         provenance["grade_scale"] = "run parameter grade_scale"
     elif settings.grade_scale is not None:
         declared = settings.grade_scale
-        provenance["grade_scale"] = f"dataset setting ({settings.source})"
+        provenance["grade_scale"] = f"dataset setting in {settings.source}"
     else:
         declared = None
         provenance["grade_scale"] = ("run parameter max_grade" if max_grade is not None

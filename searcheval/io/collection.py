@@ -8,6 +8,7 @@ from pathlib import Path
 from searcheval.errors import InputError
 from searcheval.io.beir import is_beir, load_beir
 from searcheval.io.fixtures import FILES as FIXTURE_FILES
+from searcheval.io.files import input_hashes
 from searcheval.io.fixtures import is_fixtures, load_fixtures
 from searcheval.io.mapped import load_mapped
 from searcheval.io.wands import FILES as WANDS_FILES
@@ -69,6 +70,12 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
         return load_wands(dataset, grade_map=grade_map, grade_scale=scale, max_queries=max_queries)
     _no_grade_map(grade_map, "the fixtures")
     return load_fixtures(dataset, grade_scale=scale)
+
+
+def collection_hashes(collection: Collection) -> dict[str, str]:
+    """The fingerprint of everything a collection was read from: sha256 of each source file, and
+    of the rows of each table that is no file (a mapping's SQL)."""
+    return {**input_hashes(collection.sources), **collection.digests}
 
 
 def _no_grade_map(grade_map, what: str) -> None:

@@ -225,9 +225,9 @@ def load_fixtures(directory: str | Path, *, grade_scale: tuple[int, int] | None 
     if grade_scale is not None:
         scale, where = check_setting("grade_scale", grade_scale), "run parameter grade_scale"
     elif settings.grade_scale is not None:
-        scale, where = settings.grade_scale, f"dataset setting ({settings.source})"
+        scale, where = settings.grade_scale, f"dataset setting in {settings.source}"
     else:
-        scale, where = FIXTURE_GRADES, "default (the fixtures' 0..3)"
+        scale, where = FIXTURE_GRADES, "default: the fixtures' scale"
     if settings.source is not None:
         sources["settings"] = Path(settings.source)
     resources = load_catalog(sources["catalog"])

@@ -31,6 +31,8 @@ Files are streamed row by row; Parquet is read column-wise with pyarrow (only th
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -153,6 +155,10 @@ class Table:
             self.columns, rows = read_query(statement, database_url)
         except InputError as exc:
             raise InputError(exc.message, file=self.mapping, field=f"{self.section}.sql") from None
+        digest = hashlib.sha256(statement.encode("utf-8"))
+        for row in rows:
+            digest.update(json.dumps(row, default=str, ensure_ascii=False).encode("utf-8"))
+        self.digest = digest.hexdigest()  # the rows as read: the table's part of the fingerprint
         self._rows = ((i, dict(zip(self.columns, row))) for i, row in enumerate(rows, start=1))
 
     # -- rows
@@ -275,14 +281,14 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
         provenance["grade_map"] = "run parameter grade_map"
     elif settings.grade_map is not None:
         pairs = settings.grade_map
-        provenance["grade_map"] = f"dataset setting ({mapping})"
+        provenance["grade_map"] = f"dataset setting in {mapping}"
     labels = dict(pairs) if pairs is not None else None
     if grade_scale is not None:
         scale = check_setting("grade_scale", grade_scale)
         provenance["grade_scale"] = "run parameter grade_scale"
     elif settings.grade_scale is not None:
         scale = settings.grade_scale
-        provenance["grade_scale"] = f"dataset setting ({mapping})"
+        provenance["grade_scale"] = f"dataset setting in {mapping}"
     elif labels is not None:
         scale = (0, max(max(labels.values()), 1))
         provenance["grade_scale"] = "the grade map's range"
@@ -316,6 +322,8 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
                          ("judgments", "judgments")):
         if getattr(tables[section], "path", None) is not None:
             sources[key] = tables[section].path
+    digests = {f"{section} (sql)": tables[section].digest for section in SECTIONS
+               if getattr(tables[section], "digest", None) is not None}
     categorised = "category" in specs["queries"]
     name = document.get("name") or mapping.stem
     if not isinstance(name, str):
@@ -323,7 +331,9 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
     return Collection(name=name, resources=resources, queries=queries, judgments=judgments,
                       grade_scale=scale, sources=sources, settings=settings,
                       categories=DATA_CATEGORIES if categorised else ("all",),
-                      provenance=provenance)
+                      provenance=provenance,
+                      grade_map=tuple(labels.items()) if labels is not None else None,
+                      digests=digests)
 
 
 def _documents(table: Table, spec: dict) -> list[Resource]:

@@ -215,10 +215,10 @@ def load_wands(directory: str | Path, *, grade_map: tuple[tuple[str, int], ...] 
         provenance["grade_map"] = "run parameter grade_map"
     elif settings.grade_map is not None:
         pairs = settings.grade_map
-        provenance["grade_map"] = f"dataset setting ({settings.source})"
+        provenance["grade_map"] = f"dataset setting in {settings.source}"
     else:
         pairs = WANDS_GRADE_MAP
-        provenance["grade_map"] = "default (WANDS: Exact=3, Partial=1, Irrelevant=0)"
+        provenance["grade_map"] = "default: WANDS as the seed maps it"
     mapping = dict(pairs)
     top = max(mapping.values())
     if grade_scale is not None:
@@ -226,7 +226,7 @@ def load_wands(directory: str | Path, *, grade_map: tuple[tuple[str, int], ...] 
         provenance["grade_scale"] = "run parameter grade_scale"
     elif settings.grade_scale is not None:
         scale = settings.grade_scale
-        provenance["grade_scale"] = f"dataset setting ({settings.source})"
+        provenance["grade_scale"] = f"dataset setting in {settings.source}"
     else:
         scale = (0, max(top, 1))
         provenance["grade_scale"] = "the grade map's range"
@@ -247,4 +247,5 @@ def load_wands(directory: str | Path, *, grade_map: tuple[tuple[str, int], ...] 
         sources["settings"] = Path(settings.source)
     return Collection(name=Path(directory).name, resources=resources, queries=queries,
                       judgments=judgments, grade_scale=scale, sources=sources, settings=settings,
-                      categories=DATA_CATEGORIES, provenance=provenance)
+                      categories=DATA_CATEGORIES, provenance=provenance,
+                      grade_map=tuple(mapping.items()))

@@ -13,13 +13,16 @@ EXAMPLES = 5  # unjudged (query, document) pairs listed per configuration
 
 
 def results_coverage(runs: dict[str, RankedRun], qrels: Qrels, k: int = COVERAGE_K,
-                     floor: float = COVERAGE_FLOOR) -> dict[str, dict[str, Any]]:
+                     floor: float = COVERAGE_FLOOR,
+                     floor_source: str = "default") -> dict[str, dict[str, Any]]:
     """judged@k per configuration: how many of the (query, top-k document) pairs it returned are
     judged in `qrels` (any grade counts as judged).
 
     `judged_share` pools all pairs; `mean_per_query` averages the per-query shares over the
-    queries that returned something; `below_floor` compares `judged_share` with `floor`. With no
-    pair at all (every query abstained) both shares are None and the floor is not tripped.
+    queries that returned something; `below_floor` compares `judged_share` with `floor`, and
+    `floor_source` says where the floor came from (a run parameter, the dataset's settings, the
+    default). With no pair at all (every query abstained) both shares are None and the floor is
+    not tripped.
     """
     if k < 1:
         raise InputError(f"expected k >= 1, got {k}", field="k")
@@ -42,6 +45,7 @@ def results_coverage(runs: dict[str, RankedRun], qrels: Qrels, k: int = COVERAGE
         out[name] = {
             "k": k,
             "floor": floor,
+            "floor_source": floor_source,
             "pairs": pairs,
             "judged_pairs": judged,
             "judged_share": share,

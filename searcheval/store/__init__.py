@@ -28,6 +28,7 @@ from searcheval.store.history import (
                                       replay_run_metrics,
                                       run_metrics,
                                       run_query_results,
+                                      run_segment_metrics,
                                       save_evaluation,
                                       save_replay,
 )
@@ -45,6 +46,7 @@ __all__ = [
     "count_embeddings", "count_traces", "dense_search", "dense_search_plan", "hnsw_search",
     "ingest_traces", "iter_trace_rows", "last_replay_runs", "last_runs", "load_catalog_hashes",
     "load_embeddings", "load_resources", "load_trace_table", "replay_run_metrics", "run_metrics",
-    "run_query_results", "save_catalog", "save_doc_vectors", "save_embeddings", "save_evaluation",
+    "run_query_results", "run_segment_metrics", "save_catalog", "save_doc_vectors",
+    "save_embeddings", "save_evaluation",
     "save_replay", "save_traces",
 ]

@@ -22,6 +22,8 @@ RUN_COLUMNS = ("run_id", "flow_run_id", "started_at", "finished_at", "source", "
 METRIC_COLUMNS = ("run_id", "configuration", "category", "metric", "value", "ci_low", "ci_high",
                   "n")
 QUERY_COLUMNS = ("run_id", "configuration", "query_id", "category", "metric", "value")
+SEGMENT_COLUMNS = ("run_id", "configuration", "segment", "metric", "value", "n")
+_SEGMENT_REQUIRED = ("configuration", "segment", "metric", "value")
 _RUN_REQUIRED = ("run_id", "started_at")
 _METRIC_REQUIRED = ("configuration", "category", "metric", "value")
 _QUERY_REQUIRED = ("configuration", "query_id", "category", "metric", "value")
@@ -53,18 +55,23 @@ def _row(row: Any, columns: tuple[str, ...], required: tuple[str, ...], where: s
 
 
 def save_evaluation(conn: psycopg.Connection, run_row: dict, metric_rows: Sequence[dict],
-                    query_rows: Sequence[dict]) -> None:
-    """Write one evaluation (the run, its metrics, its per-query values) in one transaction.
+                    query_rows: Sequence[dict], segment_rows: Sequence[dict] = ()) -> None:
+    """Write one evaluation (the run, its metrics, its per-query values, its means per automatic
+    segment) in one transaction.
 
     `run_row` has the `eval_runs` columns (`run_id` and `started_at` required; `input_hashes` and
-    `summary` are JSON-able). Metric and query rows may leave `run_id` out (it is filled in);
-    per-query rows go in with COPY.
+    `summary` are JSON-able). Metric, query and segment rows may leave `run_id` out (it is filled
+    in); per-query rows go in with COPY.
     """
     run = _run_row(run_row, RUN_COLUMNS, _RUN_REQUIRED)
     queries = [_row(r, QUERY_COLUMNS, _QUERY_REQUIRED, f"query_rows[{i}]", run["run_id"])
                for i, r in enumerate(query_rows)]
+    segments = [_row(r, SEGMENT_COLUMNS, _SEGMENT_REQUIRED, f"segment_rows[{i}]", run["run_id"])
+                for i, r in enumerate(segment_rows)]
 
     def copy_queries(cur: psycopg.Cursor) -> None:
+        if segments:
+            cur.executemany(sql.INSERT_EVAL_SEGMENT_METRIC, segments)
         if queries:
             with cur.copy(sql.COPY_EVAL_QUERY_RESULTS) as copy:
                 for row in queries:
@@ -110,6 +117,12 @@ def run_metrics(conn: psycopg.Connection, run_id: str) -> list[dict]:
     """The metric rows of one run, by configuration, category, metric."""
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(sql.SELECT_RUN_METRICS, {"run_id": run_id}).fetchall()
+
+
+def run_segment_metrics(conn: psycopg.Connection, run_id: str) -> list[dict]:
+    """The means per automatic segment of one run, by configuration, segment, metric."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql.SELECT_RUN_SEGMENT_METRICS, {"run_id": run_id}).fetchall()
 
 
 def run_query_results(conn: psycopg.Connection, run_id: str) -> list[dict]:

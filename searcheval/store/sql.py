@@ -195,6 +195,18 @@ WHERE run_id = %(run_id)s
 ORDER BY configuration, query_id, metric
 """
 
+INSERT_EVAL_SEGMENT_METRIC = """
+INSERT INTO eval_segment_metrics (run_id, configuration, segment, metric, value, n)
+VALUES (%(run_id)s, %(configuration)s, %(segment)s, %(metric)s, %(value)s, %(n)s)
+"""
+
+SELECT_RUN_SEGMENT_METRICS = """
+SELECT run_id, configuration, segment, metric, value, n
+FROM eval_segment_metrics
+WHERE run_id = %(run_id)s
+ORDER BY configuration, segment, metric
+"""
+
 # =========================================================================== traces (replay)
 # Recorded production traces (migrations/002_traces.sql) and the replay history. Owned by the
 # replay issue; statements above this line belong to the nightly evaluation.

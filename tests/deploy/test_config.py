@@ -99,6 +99,7 @@ def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
     import inspect
 
     from searcheval import defaults
+    from searcheval.evaluation.conventions import DEFAULTS as CONVENTION_DEFAULTS
 
     for spec in load_deployment_specs():
         signature = inspect.signature(load_flow(spec, ROOT).fn)
@@ -110,7 +111,9 @@ def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
     assert nightly["configurations"].default == list(defaults.CONFIGURATIONS)
     assert nightly["baseline"].default == defaults.BASELINE
     assert nightly["fixtures"].default == defaults.FIXTURES
-    assert nightly["coverage_floor"].default == defaults.COVERAGE_FLOOR
+    # None: the dataset's setting (searcheval.yaml), else defaults.COVERAGE_FLOOR (conventions.py)
+    assert nightly["coverage_floor"].default is None
+    assert CONVENTION_DEFAULTS["coverage_floor"] == defaults.COVERAGE_FLOOR
 
 
 @pytest.mark.slow

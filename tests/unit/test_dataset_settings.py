@@ -67,7 +67,7 @@ def test_the_settings_file_declares_the_conventions(tmp_path):
         ("linear", 2, "zero", (0, 3), 0.4)
     assert s.source == str(folder / "searcheval.yaml")
     assert c.grade_scale == (0, 3)  # declared, not the largest grade in the file (2)
-    assert c.provenance["grade_scale"] == f"dataset setting ({folder / 'searcheval.yaml'})"
+    assert c.provenance["grade_scale"] == f"dataset setting in {folder / 'searcheval.yaml'}"
     assert c.sources["settings"] == folder / "searcheval.yaml"
     # a parameter overrides the declared scale; a grade above it is refused
     with pytest.raises(InputError, match=r"test.tsv:1 field 'score': expected a whole grade in 0..1"):

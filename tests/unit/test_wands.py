@@ -77,7 +77,7 @@ def test_the_grade_map_is_a_parameter_and_a_dataset_setting(tmp_path):
     declared = load_collection(dataset=folder)
     assert declared.qrels()["1"] == {"1": 2, "0": 0}
     assert declared.settings.relevance_level == 2
-    assert declared.provenance["grade_map"] == f"dataset setting ({folder / 'searcheval.yaml'})"
+    assert declared.provenance["grade_map"] == f"dataset setting in {folder / 'searcheval.yaml'}"
     assert "settings" in declared.sources  # the settings file is part of the fingerprint
     # the parameter wins over the folder's setting
     assert load_wands(folder, grade_map={"Exact": 5, "Partial": 1, "Irrelevant": 0}).qrels()["1"]["1"] == 5
