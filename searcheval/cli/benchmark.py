@@ -74,6 +74,33 @@ def add_benchmark(sub) -> None:
     add_database_url(s)
     s.set_defaults(handler=cmd_benchmark_search)
     add_benchmark_replay(bsub)
+    add_benchmark_load(bsub)
+
+
+def add_benchmark_load(bsub) -> None:
+    b = bsub.add_parser("load", help="load time and peak memory of each loader on a generated "
+                                     "WANDS-shaped dataset, against pandas.read_csv")
+    b.add_argument("--products", type=int, default=42_994, help="products to generate")
+    b.add_argument("--queries", type=int, default=480, help="queries to generate")
+    b.add_argument("--labels", type=int, default=233_448, help="labels to generate")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    b.add_argument("--repeat", type=int, default=3,
+                   help="rounds of fresh processes; the best time of each loader is shown")
+    b.add_argument("--directory", type=Path, default=None,
+                   help="where the tables are written (default: a temporary folder, removed)")
+    b.set_defaults(handler=cmd_benchmark_load)
+
+
+def cmd_benchmark_load(args: argparse.Namespace) -> int:
+    from searcheval.bench.load import benchmark_load
+
+    if min(args.products, args.queries, args.labels, args.repeat) < 1:
+        raise InputError("expected --products, --queries, --labels and --repeat >= 1",
+                         field="products")
+    if args.labels > args.products * args.queries:
+        raise InputError("expected at most --products x --queries labels", field="labels")
+    return benchmark_load(products=args.products, queries=args.queries, labels=args.labels,
+                          seed=args.seed, directory=args.directory, repeat=args.repeat)
 
 
 def add_benchmark_replay(bsub) -> None:

@@ -35,12 +35,13 @@ import hashlib
 import json
 import math
 from collections.abc import Iterator
+from operator import itemgetter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from searcheval.errors import InputError
-from searcheval.io.files import iter_delimited, iter_jsonl, read_yaml_mapping
+from searcheval.io.files import iter_delimited, iter_jsonl, paused_gc, read_yaml_mapping
 from searcheval.io.settings import check_setting, settings_from
 from searcheval.types import (
     DATA_CATEGORIES,
@@ -115,22 +116,13 @@ class Table:
                 raise InputError("the file is empty; expected a header line naming the columns",
                                  file=path, line=1)
             self.columns = [c.strip() for c in first[1]]
-            self._rows = self._delimited(rows)
+            self._rows = rows
         elif fmt == "jsonl":
             self.columns = None  # every object names its own keys
             self._rows = iter_jsonl(path)
         else:
             self._parquet(path)
 
-    def _delimited(self, rows) -> Iterator[tuple[int, dict]]:
-        width = len(self.columns)
-        for line, cells in rows:
-            if len(cells) == 1 and not cells[0].strip():
-                continue
-            if len(cells) != width:
-                raise self.where.error(f"expected {width} columns as in the header, got "
-                                       f"{len(cells)}", line)
-            yield line, dict(zip(self.columns, cells))
 
     def _parquet(self, path: Path) -> None:
         import pyarrow.parquet as pq
@@ -159,7 +151,7 @@ class Table:
         for row in rows:
             digest.update(json.dumps(row, default=str, ensure_ascii=False).encode("utf-8"))
         self.digest = digest.hexdigest()  # the rows as read: the table's part of the fingerprint
-        self._rows = ((i, dict(zip(self.columns, row))) for i, row in enumerate(rows, start=1))
+        self._rows = enumerate(rows, start=1)
 
     # -- rows
 
@@ -175,31 +167,55 @@ class Table:
                         f"{self.mapping.name}); the columns are {', '.join(self.columns)}",
                         1 if self.where.unit == "line" else None, name)
 
-    def rows(self, needed: list[str]) -> Iterator[tuple[int, dict]]:
+    def rows(self, needed: list[str]) -> Iterator[tuple[int, tuple]]:
+        """(line or row number, the values of the `needed` columns in that order) of every row."""
         if self.format == "parquet":
             yield from self._parquet_rows(needed)
-            return
-        for position, row in self._rows:
-            if self.columns is None:  # JSONL
-                for name in needed:
-                    if name not in row:
-                        raise self.where.error(f"no key {name!r} on this line (mapped in "
-                                               f"{self.section} of {self.mapping.name})",
-                                               position, name)
-            yield position, row
+        elif self.format == "jsonl":
+            for position, row in self._rows:
+                try:
+                    yield position, tuple(row[name] for name in needed)
+                except KeyError as exc:
+                    raise self.where.error(f"no key {exc.args[0]!r} on this line (mapped in "
+                                           f"{self.section} of {self.mapping.name})", position,
+                                           exc.args[0]) from None
+        elif self.format == "sql":
+            pick = _picker([self.columns.index(name) for name in needed])
+            for position, row in self._rows:
+                yield position, pick(row)
+        else:  # csv, tsv
+            pick = _picker([self.columns.index(name) for name in needed])
+            width = len(self.columns)
+            for line, cells in self._rows:
+                if len(cells) != width:
+                    if len(cells) == 1 and not cells[0].strip():
+                        continue  # a blank line
+                    raise self.where.error(f"expected {width} columns as in the header, got "
+                                           f"{len(cells)}", line)
+                yield line, pick(cells)
 
-    def _parquet_rows(self, needed: list[str]) -> Iterator[tuple[int, dict]]:
+    def _parquet_rows(self, needed: list[str]) -> Iterator[tuple[int, tuple]]:
         position = 0
-        for batch in self._parquet_file.iter_batches(columns=list(dict.fromkeys(needed)),
-                                                     batch_size=65536):
-            columns = {name: batch.column(name).to_pylist() for name in batch.schema.names}
-            for values in zip(*columns.values()):
+        columns = list(dict.fromkeys(needed))
+        for batch in self._parquet_file.iter_batches(columns=columns, batch_size=8192):
+            values = {name: batch.column(name).to_pylist() for name in columns}
+            for row in zip(*(values[name] for name in needed)):
                 position += 1
-                yield position, dict(zip(columns, values))
+                yield position, row
+
+
+def _picker(indexes: list[int]):
+    """A function from a row to the tuple of its values at `indexes`."""
+    if len(indexes) == 1:
+        (only,) = indexes
+        return lambda row: (row[only],)
+    return itemgetter(*indexes)
 
 
 def _text(value: Any) -> str:
     """A cell as text: strings stripped, numbers as written (1, not 1.0), missing as ""."""
+    if type(value) is str:
+        return value.strip()
     if value is None:
         return ""
     if isinstance(value, str):
@@ -307,10 +323,11 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
         table = Table(section, specs[section], mapping, database_url)
         table.check_columns(_columns(specs[section], section))
         tables[section] = table
-    resources = _documents(tables["documents"], specs["documents"])
-    queries = _queries(tables["queries"], specs["queries"])
-    judgments, top = _judgments(tables["judgments"], specs["judgments"], labels, scale,
-                                {q.id for q in queries})
+    with paused_gc():
+        resources = _documents(tables["documents"], specs["documents"])
+        queries = _queries(tables["queries"], specs["queries"])
+        judgments, top = _judgments(tables["judgments"], specs["judgments"], labels, scale,
+                                    {q.id for q in queries})
     if scale is None:
         scale = (0, max(top, 1))
     if max_queries is not None:
@@ -338,8 +355,6 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
 
 def _documents(table: Table, spec: dict) -> list[Resource]:
     cols = _columns(spec, "documents")
-    needed = [c for names in cols.values() for c in names]
-    id_col = cols["id"][0]
     title = cols.get("title", [None])[0]
     body = cols.get("body", [])
     tags = cols.get("tags", [None])[0]
@@ -348,24 +363,28 @@ def _documents(table: Table, spec: dict) -> list[Resource]:
     if not isinstance(separator, str) or not separator:
         raise InputError(f"expected a separator string, got {separator!r}", file=table.mapping,
                          field="documents.tags_separator")
+    id_col = cols["id"][0]
+    needed = [id_col] + ([title] if title else []) + body + ([tags] if tags else []) + kept
+    n_body, has_title, has_tags = len(body), title is not None, tags is not None
     resources: list[Resource] = []
     first: dict[str, int] = {}
-    for position, row in table.rows(needed):
-        doc_id = _text(row[id_col])
+    for position, values in table.rows(needed):
+        doc_id = _text(values[0])
         if not doc_id:
             raise table.where.error("expected a document id", position, id_col)
-        if doc_id in first:
+        if first.setdefault(doc_id, position) != position:
             raise table.where.error(f"duplicate document id {doc_id!r}; first at "
                                     f"{table.where.unit} {first[doc_id]}", position, id_col)
-        first[doc_id] = position
-        resources.append(Resource(
-            id=doc_id,
-            name=_text(row[title]) if title else "",
-            description="\n".join(t for t in (_text(row[c]) for c in body) if t),
-            tags=tuple(t.strip() for t in _text(row[tags]).split(separator) if t.strip())
-            if tags else (),
-            fields=tuple((c, _text(row[c])) for c in kept if _text(row[c])),
-        ))
+        at = 1
+        name = _text(values[at]) if has_title else ""
+        at += has_title
+        description = "\n".join(t for t in map(_text, values[at:at + n_body]) if t)
+        at += n_body
+        labels = tuple(t.strip() for t in _text(values[at]).split(separator) if t.strip()) \
+            if has_tags else ()
+        at += has_tags
+        extra = tuple((c, v) for c, v in zip(kept, map(_text, values[at:])) if v)
+        resources.append(Resource(doc_id, name, description, labels, fields=extra))
     if not resources:
         raise table.where.error("the table holds no document", None)
     return resources
@@ -373,30 +392,29 @@ def _documents(table: Table, spec: dict) -> list[Resource]:
 
 def _queries(table: Table, spec: dict) -> list[Query]:
     cols = _columns(spec, "queries")
-    needed = [c for names in cols.values() for c in names]
-    name = {key: names[0] for key, names in cols.items()}
+    keys = list(cols)  # id, text, then the optional ones the mapping names
+    needed = [cols[k][0] for k in keys]
     queries: list[Query] = []
     first: dict[str, int] = {}
-    for position, row in table.rows(needed):
-        qid = _text(row[name["id"]])
+    for position, values in table.rows(needed):
+        row = dict(zip(keys, map(_text, values)))
+        qid = row["id"]
         if not qid:
-            raise table.where.error("expected a query id", position, name["id"])
-        if qid in first:
+            raise table.where.error("expected a query id", position, cols["id"][0])
+        if first.setdefault(qid, position) != position:
             raise table.where.error(f"duplicate query id {qid!r}; first at {table.where.unit} "
-                                    f"{first[qid]}", position, name["id"])
-        first[qid] = position
-        text = _text(row[name["text"]])
-        if not text:
-            raise table.where.error("expected the query's text", position, name["text"])
+                                    f"{first[qid]}", position, cols["id"][0])
+        if not row["text"]:
+            raise table.where.error("expected the query's text", position, cols["text"][0])
         extra: dict[str, Any] = {}
-        if "category" in name:
-            extra["category"] = _text(row[name["category"]]) or UNCLASSIFIED
+        if "category" in row:
+            extra["category"] = row["category"] or UNCLASSIFIED
         for key in ("intent", "persona"):
-            if key in name:
-                extra[key] = _text(row[name[key]])
-        if "query_class" in name:
-            extra["query_class"] = _text(row[name["query_class"]]) or None
-        queries.append(Query(id=qid, text=text, **extra))
+            if key in row:
+                extra[key] = row[key]
+        if "query_class" in row:
+            extra["query_class"] = row["query_class"] or None
+        queries.append(Query(id=qid, text=row["text"], **extra))
     if not queries:
         raise table.where.error("the table holds no query", None)
     return queries
@@ -407,46 +425,54 @@ def _judgments(table: Table, spec: dict, labels: dict[str, int] | None,
     cols = _columns(spec, "judgments")
     q_col, d_col, g_col = cols["query_id"][0], cols["doc_id"][0], cols["grade"][0]
     lo, hi = scale if scale is not None else (0, None)
-    expected = ", ".join(f"{k}={g}" for k, g in labels.items()) if labels else None
     judgments: list[Judgment] = []
     first: dict[tuple[str, str], int] = {}
+    unit = table.where.unit
     top = 0
-    for position, row in table.rows([q_col, d_col, g_col]):
-        qid, doc = _text(row[q_col]), _text(row[d_col])
-        if not qid:
-            raise table.where.error("expected a query id", position, q_col)
-        if not doc:
-            raise table.where.error("expected a document id", position, d_col)
-        raw = row[g_col]
-        if labels is not None:
-            grade = labels.get(_text(raw))
-            if grade is None:
-                raise table.where.error(f"grade {_text(raw)!r} is not in the grade map "
-                                        f"({expected})", position, g_col)
-        else:
-            grade = _whole_grade(raw)
-            bounds = f"{lo}..{hi}" if hi is not None else f">= {lo}"
-            if grade is None:
-                raise table.where.error(f"expected a whole grade ({bounds}), got "
-                                        f"{_text(raw)!r}; for text labels declare "
-                                        "settings.grade_map", position, g_col)
-            if grade < lo or (hi is not None and grade > hi):
-                raise table.where.error(f"grade {grade} is outside the grade scale {bounds}",
-                                        position, g_col)
-        key = (qid, doc)
-        if key in first:
-            raise table.where.error(f"duplicate judgment of ({qid}, {doc}); first at "
-                                    f"{table.where.unit} {first[key]}", position)
-        first[key] = position
-        if qid not in query_ids:
-            raise table.where.error(f"judgment of query {qid!r}, which the queries table does "
-                                    "not list", position, q_col)
-        top = max(top, grade)
-        judgments.append(Judgment(query_id=qid, doc_id=doc, grade=grade,
-                                  line=position if table.where.unit == "line" else None))
+    for position, (raw_q, raw_d, raw) in table.rows([q_col, d_col, g_col]):
+        qid, doc = _text(raw_q), _text(raw_d)
+        grade = labels.get(_text(raw)) if labels is not None else _whole_grade(raw)
+        if grade is None or not qid or not doc or grade < lo or (hi is not None and grade > hi) \
+                or qid not in query_ids:
+            _refuse_judgment(table, position, (q_col, d_col, g_col), (qid, doc, raw), labels,
+                             (lo, hi), query_ids)
+        if first.setdefault((qid, doc), position) != position:
+            raise table.where.error(f"duplicate judgment of ({qid}, {doc}); first at {unit} "
+                                    f"{first[(qid, doc)]}", position)
+        if grade > top:
+            top = grade
+        judgments.append(Judgment(qid, doc, grade, None, None,
+                                  position if unit == "line" else None))
     if not judgments:
         raise table.where.error("the table holds no judgment", None)
     return judgments, top
+
+
+def _refuse_judgment(table: Table, position: int, columns: tuple[str, str, str], values: tuple,
+                     labels: dict[str, int] | None, scale: tuple[int, int | None],
+                     query_ids: set[str]) -> None:
+    (q_col, d_col, g_col), (qid, doc, raw), (lo, hi) = columns, values, scale
+    if not qid:
+        raise table.where.error("expected a query id", position, q_col)
+    if not doc:
+        raise table.where.error("expected a document id", position, d_col)
+    if labels is not None:
+        grade = labels.get(_text(raw))
+        if grade is None:
+            expected = ", ".join(f"{k}={g}" for k, g in labels.items())
+            raise table.where.error(f"grade {_text(raw)!r} is not in the grade map ({expected})",
+                                    position, g_col)
+    else:
+        grade = _whole_grade(raw)
+        bounds = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+        if grade is None:
+            raise table.where.error(f"expected a whole grade ({bounds}), got {_text(raw)!r}; for "
+                                    "text labels declare settings.grade_map", position, g_col)
+        if grade < lo or (hi is not None and grade > hi):
+            raise table.where.error(f"grade {grade} is outside the grade scale {bounds}",
+                                    position, g_col)
+    raise table.where.error(f"judgment of query {qid!r}, which the queries table does not list",
+                            position, q_col)
 
 
 def _whole_grade(value: Any) -> int | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from searcheval.defaults import WANDS_GRADE_MAP
 from searcheval.errors import InputError
-from searcheval.io.files import iter_delimited
+from searcheval.io.files import iter_delimited, paused_gc
 from searcheval.io.settings import check_setting, load_settings
 from searcheval.types import DATA_CATEGORIES, UNCLASSIFIED, Collection, Judgment, Query, Resource
 
@@ -164,34 +164,38 @@ def load_labels(path: str | Path, grade_map: dict[str, int], query_ids: set[str]
     path = Path(path)
     table = _Table(path, LABEL_COLUMNS)
     expected = ", ".join(f"{label}={grade}" for label, grade in grade_map.items())
+    i_id, i_q, i_p, i_l = (table.index[c] for c in LABEL_COLUMNS)
     judgments: list[Judgment] = []
     ids: dict[str, int] = {}
     pairs: dict[tuple[str, str], int] = {}
-    for line, cells in table:
-        lid = table.required(cells, "id", line)
-        if lid in ids:
+    for line, cells in table:  # a quarter of a million rows: one tight loop, errors out of line
+        lid, qid, pid = cells[i_id].strip(), cells[i_q].strip(), cells[i_p].strip()
+        grade = grade_map.get(cells[i_l].strip())
+        if grade is None or not (lid and qid and pid) or qid not in query_ids:
+            _refuse_label(table, cells, line, grade_map, expected, query_ids)
+        if ids.setdefault(lid, line) != line:
             raise InputError(f"duplicate label id {lid!r}; first at line {ids[lid]}", file=path,
                              line=line, field="id")
-        ids[lid] = line
-        qid = table.required(cells, "query_id", line)
-        pid = table.required(cells, "product_id", line)
-        label = table.cell(cells, "label").strip()
-        grade = grade_map.get(label)
-        if grade is None:
-            raise InputError(f"label {label!r} is not in the grade map ({expected})", file=path,
-                             line=line, field="label")
-        key = (qid, pid)
-        if key in pairs:
-            raise InputError(f"duplicate label of ({qid}, {pid}); first at line {pairs[key]}",
-                             file=path, line=line)
-        pairs[key] = line
-        if qid not in query_ids:
-            raise InputError(f"label of query {qid!r}, which query.csv does not list", file=path,
-                             line=line, field="query_id")
-        judgments.append(Judgment(query_id=qid, doc_id=pid, grade=grade, line=line))
+        if pairs.setdefault((qid, pid), line) != line:
+            raise InputError(f"duplicate label of ({qid}, {pid}); first at line "
+                             f"{pairs[(qid, pid)]}", file=path, line=line)
+        judgments.append(Judgment(qid, pid, grade, None, None, line))
     if not judgments:
         raise InputError("the file holds no label", file=path)
     return judgments
+
+
+def _refuse_label(table: _Table, cells: list[str], line: int, grade_map: dict[str, int],
+                  expected: str, query_ids: set[str]) -> None:
+    for name in ("id", "query_id", "product_id"):
+        table.required(cells, name, line)
+    label = table.cell(cells, "label").strip()
+    if label not in grade_map:
+        raise InputError(f"label {label!r} is not in the grade map ({expected})", file=table.path,
+                         line=line, field="label")
+    qid = table.cell(cells, "query_id").strip()
+    raise InputError(f"label of query {qid!r}, which query.csv does not list", file=table.path,
+                     line=line, field="query_id")
 
 
 def load_wands(directory: str | Path, *, grade_map: tuple[tuple[str, int], ...] | dict | None = None,
@@ -236,9 +240,10 @@ def load_wands(directory: str | Path, *, grade_map: tuple[tuple[str, int], ...] 
                          f"{scale[0]}..{scale[1]}", field="grade_map")
     sources = {"products": folder / "product.csv", "queries": folder / "query.csv",
                "labels": folder / "label.csv"}
-    resources = load_products(sources["products"])
-    queries = load_wands_queries(sources["queries"])
-    judgments = load_labels(sources["labels"], mapping, {q.id for q in queries})
+    with paused_gc():
+        resources = load_products(sources["products"])
+        queries = load_wands_queries(sources["queries"])
+        judgments = load_labels(sources["labels"], mapping, {q.id for q in queries})
     if max_queries is not None:
         queries = queries[:max_queries]
         keep = {q.id for q in queries}
