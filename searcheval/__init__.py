@@ -7,7 +7,7 @@ The public Python API (imported on first use, so `import searcheval` stays light
     result.means, result.per_query(), result.to_dataframe()
     searcheval.compare(qrels, {"bm25": run_a, "dense": run_b})      # paired significance vs the first
     searcheval.load_qrels(path), searcheval.load_run(path), searcheval.write_run(run, path)
-    searcheval.load_collection(fixtures="fixtures")                 # or dataset="path/to/beir"
+    searcheval.load_collection(fixtures="fixtures")   # or dataset=DIR (BEIR, WANDS), mapping=FILE
 
 The library never imports Prefect; the project's flows/ and tasks/ wrap it.
 """

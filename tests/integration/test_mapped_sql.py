@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from searcheval.errors import InputError
-from searcheval.io.collection import load_collection
+from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.store import database
 
 pytestmark = pytest.mark.slow
@@ -63,6 +63,18 @@ def test_sql_tables_load_like_files(shop, tmp_path):
     assert c.qrels() == {"q1": {"A1": 2, "B2": 0}, "q2": {"B2": 1}}
     assert c.grade_scale == (0, 2)
     assert set(c.sources) == {"mapping"}
+    # the rows are the tables' part of the fingerprint: a changed grade changes it
+    before = collection_hashes(c)
+    assert set(before) == {"mapping", "documents (sql)", "queries (sql)", "judgments (sql)"}
+    with database.connect(shop) as conn:
+        conn.execute("UPDATE shop_grades SET grade = 1 WHERE qid = 'q1' AND sku = 'B2'")
+    try:
+        after = collection_hashes(load_collection(mapping=write(tmp_path), database_url=shop))
+    finally:
+        with database.connect(shop) as conn:
+            conn.execute("UPDATE shop_grades SET grade = 0 WHERE qid = 'q1' AND sku = 'B2'")
+    assert after["judgments (sql)"] != before["judgments (sql)"]
+    assert after["documents (sql)"] == before["documents (sql)"]
 
 
 def test_a_statement_that_writes_is_refused_and_changes_nothing(shop, tmp_path):

@@ -129,6 +129,12 @@ def test_refusals_name_file_line_and_column(tmp_path, file, text, line, field, m
     assert message in err.value.message
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_column(tmp_path):
+    folder = write_sample(tmp_path / "w")
+    (folder / "query.csv").write_bytes(b"\xef\xbb\xbf" + QUERIES.encode())
+    assert [q.id for q in load_wands(folder).queries] == ["0", "1", "2"]
+
+
 def test_text_that_is_not_utf8_names_the_line(tmp_path):
     folder = write_sample(tmp_path / "w")
     # "3", TAB, "c", "a", "f", then 0xE9 (Latin-1 é) as the 6th byte of line 5
