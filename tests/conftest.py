@@ -110,3 +110,24 @@ def example_service(tmp_path_factory):
     with running_service("--fixtures", str(FIXTURES),
                          log_dir=tmp_path_factory.mktemp("example_service")) as service:
         yield service
+
+
+CHROMIUM = "/usr/bin/chromium"  # Debian's chromium package (`make browser`); never a downloaded one
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """One headless Chromium per session, driven by Playwright: the Debian build through
+    `executable_path` (no `playwright install`). Tests open their own context (`browser.new_context()`)
+    and close it; the browser and Playwright's driver stop when the session ends."""
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs it")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM, headless=True,
+                                              args=["--no-sandbox", "--disable-dev-shm-usage"])
+        try:
+            yield chromium
+        finally:
+            chromium.close()
