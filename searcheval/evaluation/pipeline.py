@@ -24,7 +24,7 @@ from searcheval import store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
-from searcheval.evaluation.baseline import load_baseline
+from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
 from searcheval.evaluation.validation import ValidationReport, fresh_judgments
@@ -230,14 +230,19 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
             for name, run in runs.items()}
 
 
-def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
+def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None) -> GateResult | None:
-    """The gated configuration against the baseline; None when no baseline is given."""
-    if baseline_path is None:
+    """The gated configuration against the baseline (read by the preflight, or a path); None
+    only when no baseline is given on purpose. A baseline whose configuration was not run is
+    refused, never a silently open gate (the preflight refuses it before any work)."""
+    if baseline is None:
         return None
-    baseline = load_baseline(baseline_path)
+    if not isinstance(baseline, Baseline):
+        baseline = load_baseline(baseline)
     if baseline.configuration not in scores:
-        return None  # the gated configuration was not run (e.g. a bm25-only manual run)
+        raise InputError(f"the baseline gates {baseline.configuration!r}, which this run did not "
+                         f"run (it ran {', '.join(scores) or 'nothing'})", file=baseline.path,
+                         field="configuration")
     return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
 
 
