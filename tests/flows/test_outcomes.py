@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+from datetime import datetime, timedelta, timezone
 import socket
 import subprocess
 import sys
@@ -149,3 +150,47 @@ def test_the_flow_called_directly_refuses_nan_tolerance_and_ends_failed(flow_env
     state = nightly(fixtures=str(ROOT / "fixtures"), baseline=str(ROOT / "baseline.json"),
                     configurations=["bm25"], output=str(tmp_path / "out"), return_state=True)
     assert state.is_failed() and "does not run" in state.message
+
+
+def test_a_refused_scheduled_run_is_alerted_with_every_problem(flow_env, webhook, tmp_path):
+    """A run the deployment's schedule created (the server's own scheduling, `auto_scheduled`)
+    pages on-call when its input is refused, whichever input it was: here the baseline."""
+    import importlib
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.flow_engine import run_flow
+
+    nightly = importlib.import_module("flows.nightly").nightly
+    broken = tmp_path / "baseline.json"
+    broken.write_text('{"configuration": "fused", "metrics": {"mrr": NaN}}')
+    parameters = {"fixtures": str(ROOT / "fixtures"), "baseline": str(broken),
+                  "output": str(tmp_path / "out"), "tolerance": -1.0}
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name(nightly.name)
+        deployment_id = client.create_deployment(
+            flow_id=flow_id, name="scheduled-refusal", entrypoint="flows/nightly.py:nightly",
+            parameters=parameters,
+            schedules=[DeploymentScheduleCreate(schedule=CronSchedule(cron="* * * * *"),
+                                                active=True)])
+        # the scheduler's own call, for the minute just gone: a run due now (a future one
+        # would make the engine wait for its time)
+        now = datetime.now(timezone.utc)
+        client._client.post(f"/deployments/{deployment_id}/schedule", json={
+            "start_time": (now - timedelta(minutes=2)).isoformat(),
+            "end_time": now.isoformat(), "max_runs": 1}).raise_for_status()
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(
+            id=DeploymentFilterId(any_=[deployment_id])))
+    assert len(runs) >= 1 and runs[0].auto_scheduled
+    before = run_count(flow_env)
+    state = run_flow(nightly, flow_run=runs[0], parameters=runs[0].parameters,
+                     return_type="state")
+    assert state.is_failed() and "tolerance" in state.message
+    refused = [b for b in webhook.bodies if any(r["kind"] == "refused" for r in b["reasons"])]
+    assert len(refused) == 1
+    summaries = [r["summary"] for r in refused[0]["reasons"]]
+    assert len(summaries) == 2  # the tolerance and the baseline, both named
+    assert "tolerance" in summaries[0] and f"{broken} field 'metrics.mrr'" in summaries[1]
+    assert run_count(flow_env) == before and not (tmp_path / "out").exists()
