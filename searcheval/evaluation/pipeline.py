@@ -51,7 +51,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def seed_catalog(conn: psycopg.Connection, collection: Collection) -> dict:
     """The catalog snapshot in Postgres (one transaction): counts added/changed/removed."""
-    return store.save_catalog(conn, collection.name, collection.resources)
+    return store.save_catalog(conn, collection.catalog_id, collection.resources)
 
 
 @dataclass
@@ -138,7 +138,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     `collection.queries`. The catalog must have been saved first."""
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
-    documents = store.save_doc_vectors(conn, collection.name, model,
+    documents = store.save_doc_vectors(conn, collection.catalog_id, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
     stats = {"model": model, "documents": documents,
@@ -187,7 +187,7 @@ def run_shard(conn: psycopg.Connection | None, configuration: str, collection: C
               shard: QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
     the configurations that read the database (`rankers.registry.needs_database`)."""
-    return run_configuration(configuration, conn, collection.name, collection.resources,
+    return run_configuration(configuration, conn, collection.catalog_id, collection.resources,
                              shard.queries, shard.query_vectors, model, k=k,
                              fusion=FusionParams(depth=k))
 

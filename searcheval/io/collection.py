@@ -13,7 +13,7 @@ from searcheval.io.fixtures import is_fixtures, load_fixtures
 from searcheval.io.mapped import load_mapped
 from searcheval.io.wands import FILES as WANDS_FILES
 from searcheval.io.wands import is_wands, load_wands
-from searcheval.types import Collection
+from searcheval.types import Collection, resources_fingerprint
 
 LAYOUTS = ("beir", "wands", "fixtures")
 
@@ -55,9 +55,13 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                          "or fixtures folder) or `mapping` (a table mapping file)"
                          + (f"; got {', '.join(given)}" if given else ""),
                          field=given[-1] if given else "fixtures")
-    return check_storable(_load(fixtures=fixtures, dataset=dataset, mapping=mapping, split=split,
-                                max_queries=max_queries, grade_map=grade_map,
-                                grade_scale=grade_scale, database_url=database_url))
+    collection = check_storable(_load(fixtures=fixtures, dataset=dataset, mapping=mapping,
+                                      split=split, max_queries=max_queries, grade_map=grade_map,
+                                      grade_scale=grade_scale, database_url=database_url))
+    # the catalog's identity in Postgres: a declared name, else the content's fingerprint
+    collection.declared_name = collection.declared_name or collection.settings.name
+    collection.fingerprint = resources_fingerprint(collection.resources)
+    return collection
 
 
 def check_storable(collection: Collection) -> Collection:
