@@ -138,6 +138,8 @@ def test_postgres_killed_mid_run_fails_named_and_the_next_run_completes(private_
     private_server.kill()  # the catalog is stored; the embedding and the search are not
     process.wait(timeout=600)
     reader.join(timeout=10)
+    process.stdout.close()
+    process.stderr.close()
     assert process.returncode == 3, "".join(seen)
     last = seen[-1].strip()
     assert last.startswith("searcheval: the run failed: DatabaseError: ") and "password" not in last
