@@ -28,13 +28,17 @@ def run_count(url: str) -> int:
         return len(store.last_runs(conn, 1000))
 
 
-def cli(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+def cli(args: list[str], env_extra: dict[str, str], *,
+        ephemeral: bool = False) -> subprocess.CompletedProcess:
     """`searcheval run ...` in a process of its own, on this session's Prefect API (so its flow
-    run can be read back) and the module's database."""
+    run can be read back), or with `ephemeral` on a temporary server of its own as a user's
+    first run is; and the module's database."""
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "HF_HUB_OFFLINE": "1",
            **env_extra}
+    if ephemeral:
+        env.pop("PREFECT_API_URL")
     return subprocess.run([str(Path(sys.executable).parent / "searcheval"), "run", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
 
@@ -232,3 +236,16 @@ def test_mutated_inputs_end_to_end_refused_or_run_never_a_crash(flow_env,
         assert "NUL" in last
         assert table_rows(flow_env) == before and not (tmp_path / "out").exists()
 
+
+
+def test_on_a_temporary_prefect_server_the_refusal_is_still_the_last_line(flow_env, tmp_path):
+    """Prefect logs "Stopping temporary server" as the process exits, after the verdict: the
+    refusal stays the last line."""
+    done = cli(["--output", str(tmp_path / "out"), "--alert-block", "slack-webhook/nobody"],
+               {"SEARCHEVAL_DATABASE_URL": flow_env,  # the session's PREFECT_HOME: migrated
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}, ephemeral=True)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "searcheval: --alert-block: no Prefect block 'slack-webhook/nobody'")
