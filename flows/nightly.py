@@ -26,6 +26,8 @@ from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.conventions import resolve_conventions
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
 from searcheval.io.collection import collection_hashes
+from searcheval.judging.agreement import check_floor
+from searcheval.judging.judgments import parse_rule
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
@@ -60,6 +62,8 @@ def nightly(
     no_relevant: str | None = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
+    judgment_rule: str = defaults.JUDGMENT_RULE,
+    agreement_floor: float = defaults.AGREEMENT_FLOOR,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -69,7 +73,10 @@ def nightly(
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
     searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run.
+    unset), never from a parameter, so no password is stored with the flow run. Judgments are
+    read from Postgres (seeded from the dataset's own file) and combined by `judgment_rule`
+    (`median`, `majority` or `judge:NAME`); judges' agreement (Krippendorff's alpha) under
+    `agreement_floor` is alerted.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -78,13 +85,16 @@ def nightly(
         check_configurations(configurations)
         parse_metrics(metrics)
         pipeline.check_scale_out(shards, embed_batch)
-        collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
-                                               split, max_queries, mapping, grade_map,
-                                               grade_scale)
-        conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
+        parse_rule(judgment_rule)
+        check_floor(agreement_floor)
+        loaded: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
+                                           split, max_queries, mapping, grade_map, grade_scale)
+        conventions = resolve_conventions(loaded, gain=gain, relevance_level=relevance_level,
                                           no_relevant=no_relevant, coverage_floor=coverage_floor,
                                           coverage_k=coverage_k)
+        collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
         report = t.validate(collection, max_age_days, min_per_category)
+        report = pipeline.with_provenance_stale(report, effective)
         report.raise_for_errors()
     except InputError as exc:
         t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),
@@ -92,6 +102,7 @@ def nightly(
         raise
 
     t.seed_catalog(collection)
+    t.seed_judgments(loaded)
     texts = pipeline.collection_texts(collection)
     batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
                in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
@@ -109,6 +120,8 @@ def nightly(
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
     verdict = t.gate(scores, baseline, tolerance)
+    judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
+                                       run_id, coverage, coverage_k, effective, agreement_floor)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -117,7 +130,8 @@ def nightly(
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
-        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
+        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
+        judging=judging)
     t.publish(result, runs, output)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)

@@ -41,3 +41,14 @@ WORST_QUERIES = 5  # queries named per tripped metric
 
 # -- datasets
 WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)
+
+# -- judging
+JUDGMENT_RULE = "median"  # effective grade: each judge's latest, then median | majority | judge:NAME
+JUDGMENT_SOURCES = ("human", "import", "model")
+POOL_DEPTH = 10  # a pool is the unjudged part of each configuration's top k
+POOL_OVERLAP = 0.0  # share of a pool assigned to two judges (agreement needs some)
+AGREEMENT_FLOOR = 0.667  # Krippendorff's alpha (ordinal) below which a run is alerted
+GUIDELINE_VERSION = "1"  # version of the grading guideline the rating page shows
+RATE_PORT = 8765  # `searcheval rate` listens on localhost:RATE_PORT
+RATE_TOKEN_ENV = "SEARCHEVAL_RATE_TOKEN"  # the token a non-loopback rating page requires
+DISAGREEMENTS = 10  # pairs with the largest disagreement listed in the report

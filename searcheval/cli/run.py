@@ -32,7 +32,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                   no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
                   baseline=None if args.no_baseline else str(args.baseline),
                   output=str(args.output), label=args.label, tolerance=args.tolerance,
-                  alert_block=args.alert_block)
+                  alert_block=args.alert_block, judgment_rule=args.judgment_rule,
+                  agreement_floor=args.agreement_floor)
     if args.configurations:
         params["configurations"] = [c.strip() for c in args.configurations.split(",")]
     params.update(min_per_category=args.min_per_category, shards=args.shards,
@@ -65,6 +66,12 @@ def add_run(sub) -> None:
     p.add_argument("--coverage-floor", type=float,
                    help="judged share of each configuration's top 10 below which the run alerts "
                         f"(default: the dataset's setting, else {defaults.COVERAGE_FLOOR})")
+    p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
+                   help="effective grade of a pair: each judge's latest, then median | majority | "
+                        f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+    p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
+                   help="Krippendorff's alpha between judges below which the run alerts "
+                        f"(default {defaults.AGREEMENT_FLOOR})")
     p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
                    help="fewest golden queries a category may have "
                         f"(default {defaults.MIN_PER_CATEGORY})")
