@@ -15,6 +15,9 @@ content hash), written at once; a page that is out of date (another tab graded t
 was loaded) is refused with 409 and writes nothing. Undo retracts the judge's latest grade of this
 session (the row stays, marked retracted).
 
+This module imports FastAPI (its handlers' annotations must resolve at module level): only
+`searcheval rate` and the tests import it.
+
 Access: bound to a loopback address it needs nothing; bound to any other address it needs a token
 (`searcheval rate` reads it from SEARCHEVAL_RATE_TOKEN or a Prefect Secret block), given once as
 `?token=` and kept in a same-site cookie.
@@ -28,6 +31,10 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from urllib.parse import parse_qs
+
+from fastapi import FastAPI, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from jinja2 import Environment, PackageLoader, select_autoescape
 
 from searcheval.defaults import GUIDELINE_VERSION
 from searcheval.errors import InputError
@@ -179,10 +186,6 @@ class RatingSession:
 
 def create_app(session: RatingSession):
     """The FastAPI app of one rating session."""
-    from fastapi import FastAPI, Request
-    from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
-    from jinja2 import Environment, PackageLoader, select_autoescape
-
     templates = Environment(loader=PackageLoader("searcheval.judging", "templates"),
                             autoescape=select_autoescape(["html"]))
     app = FastAPI(title="searcheval rating page", docs_url=None, redoc_url=None,
