@@ -94,7 +94,7 @@ def nightly(
                                           coverage_k=coverage_k)
         collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
         report = t.validate(collection, max_age_days, min_per_category)
-        report = pipeline.with_provenance_stale(report, effective)
+        report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
     except InputError as exc:
         t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),

@@ -28,7 +28,8 @@ from searcheval.evaluation.alerts import (Alert, agreement_reasons, coverage_rea
 from searcheval.evaluation.baseline import load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
-from searcheval.evaluation.validation import StaleJudgment, ValidationReport, fresh_judgments
+from searcheval.evaluation.validation import (Finding, StaleJudgment, ValidationReport,
+                                              fresh_judgments)
 from searcheval.judging.agreement import agreement as judge_agreement
 from searcheval.judging.judgments import Effective
 from searcheval.judging.summary import judging_block
@@ -227,15 +228,29 @@ def fresh_collection(collection: Collection, report: ValidationReport) -> Collec
     return replace(collection, judgments=fresh_judgments(collection, report))
 
 
-def with_provenance_stale(report: ValidationReport, effective: Effective) -> ValidationReport:
-    """The validation report plus the pairs the judgments' provenance finds stale that the suites
-    cannot see (a recorded content hash that differs from the document's current one)."""
+def with_judging_checks(report: ValidationReport, collection: Collection, effective: Effective,
+                        floor: float) -> ValidationReport:
+    """The validation report plus what the judgments' provenance tells: the pairs it finds stale
+    that the suites cannot see (a recorded content hash that differs from the document's current
+    one), and a warning when the judges' agreement (Krippendorff's alpha) is under `floor`
+    (published and alerted like low coverage; it does not stop the run)."""
     seen = {(s.query_id, s.doc_id) for s in report.stale}
     extra = [StaleJudgment(q, d, reason) for (q, d), reason in sorted(effective.stale_pairs.items())
              if (q, d) not in seen]
-    if not extra:
+    findings = list(report.findings)
+    a = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
+                        collection.grade_scale, floor=floor)
+    if a["below_floor"]:
+        findings.append(Finding(
+            "judgments", "agreement_floor", "warning",
+            f"expected judges' agreement (Krippendorff's alpha, ordinal) >= {floor:g}; "
+            f"{a['alpha']:.3f} over {a['items']} pair(s) graded by two or more judges",
+            a["items"], [f"{d['query_id']}/{d['doc_id']} {d['grades']}"
+                         for d in a["disagreements"][:5]], "grade",
+            str(collection.sources.get("judgments", f"<{collection.name}>:judgments"))))
+    if not extra and len(findings) == len(report.findings):
         return report
-    return replace(report, stale=list(report.stale) + extra)
+    return replace(report, stale=list(report.stale) + extra, findings=findings)
 
 
 def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: dict,

@@ -15,6 +15,7 @@ from searcheval.store import database
 from searcheval.store import judgments as jstore
 
 pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(fixtures: Path, out: Path, *extra: str) -> tuple[int, dict, str]:
@@ -23,9 +24,26 @@ def run(fixtures: Path, out: Path, *extra: str) -> tuple[int, dict, str]:
     return code, json.loads((out / "metrics.json").read_text()), (out / "report.md").read_text()
 
 
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory, database_module_url):
+    """The module's first run, outside any test's captured output (Prefect's log handlers keep
+    the streams of the first run in the process)."""
+    import os
+
+    fixtures = tmp_path_factory.mktemp("first") / "fixtures"
+    fixtures.mkdir()
+    for name in ("catalog.json", "golden_queries.json", "judgments.csv"):
+        (fixtures / name).write_bytes((ROOT / "fixtures" / name).read_bytes())
+    os.environ["SEARCHEVAL_DATABASE_URL"] = database_module_url
+    try:
+        return run(fixtures, tmp_path_factory.mktemp("first-out"))
+    finally:
+        os.environ.pop("SEARCHEVAL_DATABASE_URL")
+
+
 def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agreement(
-        flow_env, webhook, fixtures_copy, tmp_path, capsys):
-    code, metrics, report = run(fixtures_copy, tmp_path / "one")
+        first_run, flow_env, webhook, fixtures_copy, tmp_path, capsys):
+    code, metrics, report = first_run
     assert code == 0
     judging = metrics["judging"]
     assert judging["judgments"]["rule"] == "median"
@@ -60,6 +78,9 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
     reasons = [r for b in webhook.bodies for r in b["reasons"] if r["kind"] == "agreement"]
     assert len(reasons) == 1 and reasons[0]["items"] == 30
     assert "Krippendorff's alpha (ordinal) over 30 pair(s)" in report
+    # checked by validation beside coverage and staleness: a warning finding, not a refusal
+    found = [f for f in metrics["validation"]["findings"] if f["expectation"] == "agreement_floor"]
+    assert len(found) == 1 and found[0]["severity"] == "warning" and found[0]["count"] == 30
     # the effective grade of a pair both graded: median of (g, 3 - g) -> the lower, min(g, 3 - g)
     capsys.readouterr()
     assert main(["judgments", "export", "--format", "trec", "--fixtures",
@@ -78,7 +99,7 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
                 assert lo == pytest.approx(mean) and hi == pytest.approx(mean)
 
 
-def test_low_coverage_points_to_the_pool_and_the_pool_has_that_size(flow_env, webhook,
+def test_low_coverage_points_to_the_pool_and_the_pool_has_that_size(first_run, flow_env, webhook,
                                                                      fixtures_copy, tmp_path,
                                                                      capsys):
     # forget every judgment of q04..q08 but their first (every golden query must stay judged):
