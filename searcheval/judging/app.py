@@ -97,7 +97,8 @@ class RatingSession:
     # -- reads ------------------------------------------------------------------------------
 
     def _latest(self, conn) -> dict[tuple[str, str], dict[str, JudgmentRow]]:
-        return latest_by_judge(store.load_judgment_rows(conn, self.collection.name))
+        return latest_by_judge(store.load_judgment_rows(conn, self.collection.name,
+                                                        judge=self.judge))
 
     def progress(self, conn) -> dict:
         latest = self._latest(conn)

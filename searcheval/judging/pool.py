@@ -4,6 +4,9 @@ many configurations returned it, then query and document id), with what a judge 
 (query text, category, notes; the document's title and text) and nothing that would bias the
 grade (no score, rank or configuration name in what is written out or shown).
 
+A pair whose every grade is stale has no effective grade either: it is pooled, since it needs a new
+grade.
+
 `--overlap S` assigns a share S of the pool to two judges, so that agreement can be measured: the
 items are picked by a hash of (pool, query, document), spread over the whole pool rather than
 its head; with named judges each single item goes to one of them in turn and each double item to

@@ -50,7 +50,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
                          f"are {', '.join(judges) or 'none'}", field="judgment_rule")
     effective = effective_judgments(rows, rule, collection.resources, now=now,
                                     max_age_days=max_age_days)
-    digests = {**collection.digests, "judgments": effective.digest()}
+    digests = {**collection.digests, "judgments_effective": effective.digest()}
     return replace(collection, judgments=effective.judgments, digests=digests), effective
 
 

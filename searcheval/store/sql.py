@@ -379,6 +379,15 @@ WHERE catalog = %(catalog)s AND (retracted_at IS NULL OR %(all)s)
 ORDER BY query_id, doc_id, judge, judged_at NULLS FIRST, id
 """
 
+#: One judge's live rows of a catalog (the rating page's progress and current grades).
+SELECT_JUDGE_JUDGMENTS = """
+SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
+       content_hash, origin, seed, retracted_at, recorded_at
+FROM judgments
+WHERE catalog = %(catalog)s AND judge = %(judge)s AND retracted_at IS NULL
+ORDER BY query_id, doc_id, judged_at NULLS FIRST, id
+"""
+
 COUNT_JUDGMENTS = """
 SELECT count(*) FROM judgments WHERE catalog = %(catalog)s AND retracted_at IS NULL
 """

@@ -45,6 +45,7 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
         first_run, flow_env, webhook, fixtures_copy, tmp_path, capsys):
     code, metrics, report = first_run
     assert code == 0
+    before = metrics["input_hashes"]
     judging = metrics["judging"]
     assert judging["judgments"]["rule"] == "median"
     assert judging["judgments"]["judges"] == {"annotator-a": 270}
@@ -70,6 +71,9 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
     assert code == 0  # low agreement is published and alerted, it does not stop the run
     judging = metrics["judging"]
     assert judging["judgments"]["judges"] == {"annotator-a": 270, "bob": 30}
+    # the file is unchanged; what the run scored with is not
+    assert metrics["input_hashes"]["judgments"] == before["judgments"]
+    assert metrics["input_hashes"]["judgments_effective"] != before["judgments_effective"]
     assert judging["judgments"]["multiply_judged"] == 30
     agreement = judging["agreement"]
     assert agreement["items"] == 30 and agreement["judges"] == ["annotator-a", "bob"]
@@ -81,8 +85,13 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
     # checked by validation beside coverage and staleness: a warning finding, not a refusal
     found = [f for f in metrics["validation"]["findings"] if f["expectation"] == "agreement_floor"]
     assert len(found) == 1 and found[0]["severity"] == "warning" and found[0]["count"] == 30
-    # the effective grade of a pair both graded: median of (g, 3 - g) -> the lower, min(g, 3 - g)
+    # `searcheval judgments agreement` says the same as the run
     capsys.readouterr()
+    assert main(["judgments", "agreement", "--format", "json", "--fixtures",
+                 str(fixtures_copy)]) == 0
+    measured = json.loads(capsys.readouterr().out)
+    assert measured["alpha"] == pytest.approx(agreement["alpha"]) and measured["items"] == 30
+    # the effective grade of a pair both graded: median of (g, 3 - g) -> the lower, min(g, 3 - g)
     assert main(["judgments", "export", "--format", "trec", "--fixtures",
                  str(fixtures_copy)]) == 0
     exported = {(line.split()[0], line.split()[2]): int(line.split()[3])
@@ -138,3 +147,27 @@ def test_low_coverage_points_to_the_pool_and_the_pool_has_that_size(first_run, f
         saved, items = jstore.load_pool(conn, "latest")
     assert saved["run_id"] == metrics["run_id"] and len(items) == pool["size"]
     assert {i["query_id"] for i in items} <= {"q04", "q05", "q06", "q07", "q08"}
+
+
+def test_the_rating_pages_token_can_come_from_a_prefect_secret_block(first_run, monkeypatch):
+    from prefect.blocks.system import Secret
+
+    from searcheval.cli.judgments import rate_token
+
+    Secret(value="from-the-block").save("searcheval-rate-token", overwrite=True)
+    monkeypatch.setenv("SEARCHEVAL_RATE_TOKEN", "from-the-environment")
+    assert rate_token("searcheval-rate-token") == "from-the-block"
+    assert rate_token(None) == "from-the-environment"
+    monkeypatch.delenv("SEARCHEVAL_RATE_TOKEN")
+    assert rate_token(None) is None
+
+
+def test_rate_refuses_another_address_without_a_token_and_a_missing_pool(first_run, flow_env,
+                                                                         monkeypatch, capsys):
+    monkeypatch.delenv("SEARCHEVAL_RATE_TOKEN", raising=False)
+    assert main(["rate", "--host", "0.0.0.0", "--fixtures", str(ROOT / "fixtures")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1] == ("searcheval: --host: the rating page on 0.0.0.0 (not a loopback address) "
+                       "needs a token: set SEARCHEVAL_RATE_TOKEN or pass --token-secret BLOCK")
+    assert main(["rate", "--pool", "pool-nope", "--fixtures", str(ROOT / "fixtures")]) == 2
+    assert "no pool 'pool-nope'" in capsys.readouterr().err

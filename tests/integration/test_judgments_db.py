@@ -183,4 +183,4 @@ def test_preview_sees_what_the_seed_will_write_without_writing(conn, fixtures_di
     # bob's imported pairs are pairs of the file too: one effective grade per pair of the file
     assert len(effective_collection.judgments) == len(edited.judgments) == 269
     assert jstore.count_judgments(conn, "fixtures") == before  # nothing written
-    assert "judgments" in effective_collection.digests
+    assert "judgments_effective" in effective_collection.digests
