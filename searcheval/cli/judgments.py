@@ -98,6 +98,11 @@ def cmd_pool(args: argparse.Namespace) -> int:
             run_id = args.run
         rankings = pooling.load_run_rankings(pooling.run_folder(args.run_output, run_id),
                                              configurations)
+        golden = {q.id for q in collection.queries}
+        if not any(set(ranking) & golden for ranking in rankings.values()):
+            raise InputError(f"run {run_id} ranked no golden query of {collection.name}: pass "
+                             "the run's collection (--fixtures / --dataset / --mapping)",
+                             field="run")
         _, effective = _effective(conn, collection, args)
         items = pooling.build_pool(rankings, set(effective.grades()), args.depth,
                                    {q.id for q in collection.queries})

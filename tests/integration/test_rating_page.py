@@ -203,3 +203,34 @@ def test_another_address_needs_a_token_and_the_token_is_checked(database_module_
             == [("geocoding", 1)]
     finally:
         server.stop()
+
+
+def test_searcheval_rate_serves_the_pool_until_it_is_stopped(served, database_module_url,
+                                                             tmp_path):
+    import subprocess
+    import sys
+
+    probe = socket.socket()
+    probe.bind(("127.0.0.1", 0))
+    port = probe.getsockname()[1]
+    probe.close()
+    log = open(tmp_path / "rate.log", "w")
+    process = subprocess.Popen(
+        [str(Path(sys.executable).with_name("searcheval")), "rate", "--judge", "cli-judge", "--pool",
+         "rating-test", "--port", str(port), "--fixtures", str(ROOT / "fixtures"),
+         "--database-url", database_module_url], stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                page = httpx.get(f"http://127.0.0.1:{port}/q/q04", timeout=2)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline or process.poll() is not None:
+                    raise AssertionError((tmp_path / "rate.log").read_text())
+                time.sleep(0.2)
+        assert page.status_code == 200 and "Judge <strong id=\"judge\">cli-judge</strong>" in page.text
+    finally:
+        process.terminate()
+        process.wait(timeout=20)
+        log.close()
