@@ -63,8 +63,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.all:
             if args.format == "trec":
                 export_rows([], "trec")  # refuses: one grade per pair
-            stored = [r for r in store.load_judgment_rows(conn, collection.name,
-                                                          include_retracted=True) if not r.seed]
+            stored = store.load_judgment_rows(conn, collection.name, include_retracted=True,
+                                              include_seed=False)
             text = export_rows(seed_rows(collection) + stored, args.format)
         else:
             _, effective = _effective(conn, collection, args)

@@ -41,7 +41,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     """(the collection with its effective judgments, the Effective set) from the stored rows and
     the dataset's file, without writing anything. Only golden queries' judgments are kept; the
     collection's digests gain `judgments` (sha256 of the effective set)."""
-    stored = [r for r in store.load_judgment_rows(conn, collection.name) if not r.seed]
+    stored = store.load_judgment_rows(conn, collection.name, include_seed=False)
     queries = {q.id for q in collection.queries}
     rows = [r for r in stored + seed_rows(collection) if r.query_id in queries]
     if rule.kind == "judge" and not any(r.judge == rule.judge for r in rows):

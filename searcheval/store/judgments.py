@@ -55,16 +55,17 @@ def add_judgments(conn: psycopg.Connection, catalog: str, rows: list[JudgmentRow
 
 def load_judgment_rows(conn: psycopg.Connection, catalog: str,
                        include_retracted: bool = False,
-                       judge: str | None = None) -> list[JudgmentRow]:
+                       judge: str | None = None, include_seed: bool = True) -> list[JudgmentRow]:
     """Every row of the catalog (or one judge's live rows), in the order the effective-grade rule
-    reads them."""
+    reads them; `include_seed=False` leaves out the rows mirrored from the dataset's file."""
     with conn.cursor(row_factory=dict_row) as cur:
         if judge is not None:
             found = cur.execute(sql.SELECT_JUDGE_JUDGMENTS, {"catalog": catalog,
                                                              "judge": judge}).fetchall()
         else:
             found = cur.execute(sql.SELECT_JUDGMENTS, {"catalog": catalog,
-                                                       "all": include_retracted}).fetchall()
+                                                       "all": include_retracted,
+                                                       "seed": include_seed}).fetchall()
     return [JudgmentRow(query_id=r["query_id"], doc_id=r["doc_id"], grade=r["grade"],
                         judge=r["judge"], judged_at=r["judged_at"], source=r["source"],
                         guideline=r["guideline"], note=r["note"], content_hash=r["content_hash"],

@@ -375,7 +375,7 @@ SELECT_JUDGMENTS = """
 SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
        content_hash, origin, seed, retracted_at, recorded_at
 FROM judgments
-WHERE catalog = %(catalog)s AND (retracted_at IS NULL OR %(all)s)
+WHERE catalog = %(catalog)s AND (retracted_at IS NULL OR %(all)s) AND (NOT seed OR %(seed)s)
 ORDER BY query_id, doc_id, judge, judged_at NULLS FIRST, id
 """
 

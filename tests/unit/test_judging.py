@@ -342,3 +342,19 @@ def test_export_of_effective_grades_and_of_every_row():
     assert len(everything) == 3 and everything[1].startswith("q1,d1,1,2026-11-01T00:00:00Z,a,human")
     with pytest.raises(InputError, match="one grade per"):
         export_rows(rows, "trec")
+
+
+def test_the_rating_session_shows_a_judge_only_what_is_assigned_to_them_or_to_anyone():
+    from searcheval.judging.app import RatingSession, is_loopback
+
+    collection = Collection("c", [doc("a"), doc("b"), doc("c")], [Query("q", "find")], [])
+    items = [{"query_id": "q", "doc_id": "a", "assigned": ["ann"]},
+             {"query_id": "q", "doc_id": "b", "assigned": ["bob"]},
+             {"query_id": "q", "doc_id": "c", "assigned": []}]
+    ann = RatingSession("postgresql://unused", collection, {"pool_id": "p"}, items, "ann")
+    assert sorted(ann.pairs) == [("q", "a"), ("q", "c")]
+    assert ann.grades == [0, 1, 2, 3]
+    with pytest.raises(InputError):
+        RatingSession("postgresql://unused", collection, {"pool_id": "p"}, items, " ")
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
