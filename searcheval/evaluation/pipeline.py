@@ -265,7 +265,8 @@ def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: d
     return judging_block(runs, qrels, [q.id for q in collection.queries], list(metrics), settings,
                          collection.grade_scale, run_id, coverage, k,
                          judgments=effective.summary() if effective is not None else None,
-                         agreement=agreement)
+                         agreement=agreement,
+                         latest=effective.latest if effective is not None else None)
 
 
 def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,

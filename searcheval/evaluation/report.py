@@ -323,15 +323,18 @@ def judging_markdown(judging: dict, scores: dict) -> str:
         metrics = [m for m in next(iter(configurations.values())).get("bounds", {})]
         w("\nHow far each mean could still move if every unjudged document in the top "
           f"{pool.get('k')} were relevant (top grade) or not: [low, high].\n\n"
-          "| configuration | judged share | pool | " + " | ".join(metrics) + " |\n|---|---|---|"
-          + "---|" * len(metrics) + "\n")
+          "| configuration | judged share | pool | agreement (alpha) | " + " | ".join(metrics)
+          + " |\n|---|---|---|---|" + "---|" * len(metrics) + "\n")
         for name, c in configurations.items():
             cells = []
             for m in metrics:
                 lo, hi = (c.get("bounds") or {}).get(m, [None, None])
                 mean = scores[name].means.get(m) if name in scores else None
                 cells.append(f"{_fmt(mean)} [{_fmt(lo)}, {_fmt(hi)}]")
-            w(f"| {name} | {_fmt(c.get('judged_share'))} | {c.get('pool')} | "
+            agree = c.get("agreement") or {}
+            agreed = f"{_fmt(agree.get('alpha'))} ({agree.get('items', 0)} pairs)" \
+                if agree.get("items") else "-"
+            w(f"| {name} | {_fmt(c.get('judged_share'))} | {c.get('pool')} | {agreed} | "
               + " | ".join(cells) + " |\n")
     a = judging.get("agreement") or {}
     if a:

@@ -67,7 +67,8 @@ def ordinal_alpha(matrix: np.ndarray, labels: list[int]) -> float | None:
                                            value_domain=labels))
 
 
-def _stats(items: dict[tuple[str, str], dict[str, int]], labels: list[int]) -> dict:
+def pair_stats(items: dict[tuple[str, str], dict[str, int]], labels: list[int]) -> dict:
+    """Alpha over all judges and kappa per pair of judges, of {(query, doc): {judge: grade}}."""
     judges = sorted({j for grades in items.values() for j in grades})
     keys = sorted(items)
     matrix = np.full((len(judges), len(keys)), np.nan)
@@ -93,11 +94,11 @@ def agreement(latest: dict[tuple[str, str], dict[str, int]], categories: dict[st
     two judges there is nothing to measure, which the block says (`items` 0), not an alert."""
     labels = list(range(int(grade_scale[0]), int(grade_scale[1]) + 1))
     multi = {pair: grades for pair, grades in latest.items() if len(grades) >= 2}
-    overall = _stats(multi, labels)
+    overall = pair_stats(multi, labels)
     by_category = {}
     for category in sorted({categories.get(q, "unclassified") for q, _ in multi}):
         subset = {p: g for p, g in multi.items() if categories.get(p[0], "unclassified") == category}
-        stats = _stats(subset, labels)
+        stats = pair_stats(subset, labels)
         by_category[category] = {"items": stats["items"], "alpha": stats["alpha"]}
     ranked = sorted(multi.items(), key=lambda kv: (-(max(kv[1].values()) - min(kv[1].values())),
                                                    -float(np.var(list(kv[1].values()))), kv[0]))

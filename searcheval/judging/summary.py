@@ -1,7 +1,7 @@
 """What a run's judgments say about its numbers: per configuration, the pool of its unjudged top
 k (how many pairs still need a grade) and the bounds of each mean (how far it could still move
-if every unjudged document in its top k were relevant, at the top grade, or not relevant);
-the run's agreement between judges; and the effective-grade rule in force.
+if every unjudged document in its top k were relevant, at the top grade, or not relevant), and
+the judges' agreement on its top k; the run's agreement between judges; and the effective-grade rule in force.
 
 The bounds are computed with the same metric engine and conventions as the means: the low end
 is the smaller of the two scenarios and the mean itself, the high end the larger (adding a
@@ -11,6 +11,7 @@ relevant document can lower a mean too: nDCG's ideal ranking and Recall's denomi
 from __future__ import annotations
 
 from searcheval.defaults import COVERAGE_K
+from searcheval.judging.agreement import pair_stats
 from searcheval.metrics.engine import Settings, evaluate
 from searcheval.types import Qrels, RankedRun
 
@@ -48,10 +49,21 @@ def bounds(run: RankedRun, qrels: Qrels, query_ids: list[str], metrics: list[str
     return out
 
 
+def top_agreement(run: RankedRun, latest: dict[tuple[str, str], dict[str, int]],
+                  grade_scale: tuple[int, int], k: int = COVERAGE_K) -> dict:
+    """Agreement (alpha, ordinal) over the pairs of the run's top k that two or more judges
+    graded: how much the judges agree on what this configuration returns."""
+    top = {(qid, d) for qid in run.results for d in run.top_ids(qid, k)}
+    multi = {p: g for p, g in latest.items() if p in top and len(g) >= 2}
+    labels = list(range(int(grade_scale[0]), int(grade_scale[1]) + 1))
+    return {"items": len(multi), "alpha": pair_stats(multi, labels)["alpha"]}
+
+
 def judging_block(runs: dict[str, RankedRun], qrels: Qrels, query_ids: list[str],
                   metrics: list[str], settings: Settings, grade_scale: tuple[int, int],
                   run_id: str, coverage: dict, k: int = COVERAGE_K,
-                  judgments: dict | None = None, agreement: dict | None = None) -> dict:
+                  judgments: dict | None = None, agreement: dict | None = None,
+                  latest: dict | None = None) -> dict:
     """metrics.json's `judging` block."""
     per_configuration = {}
     union: set[tuple[str, str]] = set()
@@ -61,6 +73,7 @@ def judging_block(runs: dict[str, RankedRun], qrels: Qrels, query_ids: list[str]
         c = coverage.get(name) or {}
         per_configuration[name] = {
             "judged_share": c.get("judged_share"), "k": k, "pool": len(set(pairs)),
+            "agreement": top_agreement(run, latest or {}, grade_scale, k),
             "bounds": bounds(run, qrels, query_ids, metrics, settings, int(grade_scale[1]), k),
         }
     return {"pool": {"size": len(union), "k": k,

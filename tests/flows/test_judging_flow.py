@@ -102,6 +102,8 @@ def test_judgments_come_from_postgres_and_a_second_judge_changes_grades_and_agre
     # per configuration: judged share, pool size (0: everything judged) and the bounds
     for name, c in judging["configurations"].items():
         assert c["pool"] == 0 and c["judged_share"] == 1.0
+        # bob graded every pair of q01 (18) and 12 of q02: part of each top 10, never more
+        assert 1 <= c["agreement"]["items"] <= 20 and c["agreement"]["alpha"] is not None
         for metric, (lo, hi) in c["bounds"].items():
             mean = metrics["configurations"][name]["means"][metric]
             if mean is not None:  # fully judged: the mean cannot move

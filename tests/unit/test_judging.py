@@ -180,6 +180,17 @@ def test_bounds_are_the_means_with_every_unjudged_top_k_document_relevant_or_not
     assert got["ndcg@10"] == pytest.approx([low, 1.0])
 
 
+def test_agreement_on_a_configurations_top_k_counts_only_the_pairs_it_returned():
+    from searcheval.judging.summary import top_agreement
+
+    run = RankedRun("x", {"q": [("a", 3.0), ("b", 2.0), ("c", 1.0), ("z", 0.5)]})
+    latest = {("q", "a"): {"x": 1, "y": 1}, ("q", "b"): {"x": 2, "y": 2},
+              ("q", "c"): {"x": 1, "y": 2}, ("q", "z"): {"x": 0, "y": 3},  # z: rank 4
+              ("q", "d"): {"x": 3}}  # one judge: not counted
+    got = top_agreement(run, latest, (0, 3), k=3)
+    assert got == {"items": 3, "alpha": pytest.approx(4 / 9)}  # the known answer below
+
+
 # --------------------------------------------------------------------------- agreement
 
 
