@@ -11,6 +11,7 @@ from searcheval import defaults
 from searcheval.cli.common import (EXIT_OK, add_collection, add_database_url,
                                    collection_arguments, import_project_module, print_json)
 from searcheval.errors import InputError
+from searcheval.judging.judgments import judgment_set
 
 
 def _collection(args):
@@ -45,9 +46,9 @@ def cmd_import(args: argparse.Namespace) -> int:
     rows = read_judgment_file(args.file, collection, judge=args.judge, source=args.source,
                               guideline=args.guideline, fmt=args.format)
     with open_database(args.database_url) as conn:
-        added = store.add_judgments(conn, collection.name, rows)
+        added = store.add_judgments(conn, judgment_set(collection), rows)
     judges = sorted({r.judge for r in rows})
-    print(f"imported {len(rows)} judgment(s) of {args.file} into {collection.name} by "
+    print(f"imported {len(rows)} judgment(s) of {args.file} into {judgment_set(collection)} by "
           f"{', '.join(judges)}: {added} new, {len(rows) - added} already there")
     return EXIT_OK
 
@@ -63,7 +64,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         if args.all:
             if args.format == "trec":
                 export_rows([], "trec")  # refuses: one grade per pair
-            stored = store.load_judgment_rows(conn, collection.name, include_retracted=True,
+            stored = store.load_judgment_rows(conn, judgment_set(collection), include_retracted=True,
                                               include_seed=False)
             text = export_rows(seed_rows(collection) + stored, args.format)
         else:
@@ -100,7 +101,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
                                              configurations)
         golden = {q.id for q in collection.queries}
         if not any(set(ranking) & golden for ranking in rankings.values()):
-            raise InputError(f"run {run_id} ranked no golden query of {collection.name}: pass "
+            raise InputError(f"run {run_id} ranked no golden query of {judgment_set(collection)}: pass "
                              "the run's collection (--fixtures / --dataset / --mapping)",
                              field="run")
         _, effective = _effective(conn, collection, args)
@@ -108,7 +109,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
                                    {q.id for q in collection.queries})
         items = pooling.assign(items, args.overlap, judges, pool_id)
         if args.save:
-            store.save_pool(conn, {"pool_id": pool_id, "catalog": collection.name,
+            store.save_pool(conn, {"pool_id": pool_id, "catalog": judgment_set(collection),
                                    "run_id": run_id, "depth": args.depth,
                                    "configurations": sorted(rankings), "overlap": args.overlap,
                                    "judges": judges},
@@ -250,9 +251,9 @@ def rating_session(args: argparse.Namespace):
         raise InputError(f"no pool {args.pool!r} in the database: make one with "
                          "`searcheval judgments pool --run latest --save`", field="pool")
     pool, items = found
-    if pool["catalog"] != collection.name:
+    if pool["catalog"] != judgment_set(collection):
         raise InputError(f"pool {pool['pool_id']} is of {pool['catalog']}, not of "
-                         f"{collection.name}: pass its --fixtures/--dataset", field="pool")
+                         f"{judgment_set(collection)}: pass its --fixtures/--dataset", field="pool")
     return RatingSession(database_url=url, collection=collection, pool=pool, items=items,
                          judge=args.judge or getpass.getuser(), token=token)
 

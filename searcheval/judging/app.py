@@ -38,7 +38,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 
 from searcheval.defaults import GUIDELINE_VERSION
 from searcheval.errors import InputError
-from searcheval.judging.judgments import JudgmentRow, check_judge, latest_by_judge
+from searcheval.judging.judgments import JudgmentRow, check_judge, judgment_set, latest_by_judge
 from searcheval.store import judgments as store
 from searcheval.store.database import connect
 from searcheval.types import Collection
@@ -85,6 +85,7 @@ class RatingSession:
 
     def __post_init__(self) -> None:
         self.judge = check_judge(self.judge)
+        self.catalog = judgment_set(self.collection)
         self.queries = {q.id: q for q in self.collection.queries}
         self.resources = {r.id: r for r in self.collection.resources}
         mine = [i for i in self.items if not i["assigned"] or self.judge in i["assigned"]]
@@ -97,7 +98,7 @@ class RatingSession:
     # -- reads ------------------------------------------------------------------------------
 
     def _latest(self, conn) -> dict[tuple[str, str], dict[str, JudgmentRow]]:
-        return latest_by_judge(store.load_judgment_rows(conn, self.collection.name,
+        return latest_by_judge(store.load_judgment_rows(conn, self.catalog,
                                                         judge=self.judge))
 
     def progress(self, conn) -> dict:
@@ -164,7 +165,7 @@ class RatingSession:
                           guideline=self.guideline,
                           content_hash=resource.content_hash if resource else None,
                           origin=f"rate:{self.pool['pool_id']}")
-        done = store.record_grade(conn, self.collection.name, row, expected)
+        done = store.record_grade(conn, self.catalog, row, expected)
         if done.id is None:
             current = done.conflict or {}
             shown = "no grade" if expected is None else "an older grade"
@@ -177,7 +178,7 @@ class RatingSession:
                      "doc_id": doc, "expected": str(done.id), "progress": self.progress(conn)}
 
     def undo(self, conn) -> tuple[int, dict]:
-        last = store.undo_last(conn, self.collection.name, self.judge, self.started_at)
+        last = store.undo_last(conn, self.catalog, self.judge, self.started_at)
         if last is None:
             return 409, {"error": "nothing to undo in this session"}
         return 200, {"ok": True, "undone": {"query_id": last["query_id"],

@@ -98,8 +98,18 @@ class Rule:
         return min(g for g, n in counts.items() if n == top)
 
 
+def judgment_set(collection) -> str:
+    """Which judgments a collection reads and writes in Postgres: the dataset's declared name,
+    else its folder's name. Not the catalog's content fingerprint (`Collection.catalog_id`): a
+    judgment must outlive a change of its document's content, which makes it stale, not lost."""
+    return getattr(collection, "declared_name", None) or collection.name
+
+
 def parse_rule(text: str | None = None) -> Rule:
     """`median`, `majority` or `judge:NAME` (default `defaults.JUDGMENT_RULE`)."""
+    if text is not None and not isinstance(text, str):
+        raise InputError(f"expected a judgment rule {', '.join(RULES)}; got {text!r}",
+                         field="judgment_rule")
     text = (JUDGMENT_RULE if text is None else text).strip()
     if text in ("median", "majority"):
         return Rule(text)

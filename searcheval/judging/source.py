@@ -16,7 +16,7 @@ from datetime import datetime
 import psycopg
 
 from searcheval.errors import InputError
-from searcheval.judging.judgments import (Effective, Rule, effective_judgments,
+from searcheval.judging.judgments import (Effective, Rule, effective_judgments, judgment_set,
                                           rows_from_collection)
 from searcheval.store import judgments as store
 from searcheval.types import Collection
@@ -41,12 +41,12 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     """(the collection with its effective judgments, the Effective set) from the stored rows and
     the dataset's file, without writing anything. Only golden queries' judgments are kept; the
     collection's digests gain `judgments` (sha256 of the effective set)."""
-    stored = store.load_judgment_rows(conn, collection.name, include_seed=False)
+    stored = store.load_judgment_rows(conn, judgment_set(collection), include_seed=False)
     queries = {q.id for q in collection.queries}
     rows = [r for r in stored + seed_rows(collection) if r.query_id in queries]
     if rule.kind == "judge" and not any(r.judge == rule.judge for r in rows):
         judges = sorted({r.judge for r in rows})
-        raise InputError(f"judge {rule.judge!r} has no judgment of {collection.name}; its judges "
+        raise InputError(f"judge {rule.judge!r} has no judgment of {judgment_set(collection)}; its judges "
                          f"are {', '.join(judges) or 'none'}", field="judgment_rule")
     effective = effective_judgments(rows, rule, collection.resources, now=now,
                                     max_age_days=max_age_days)
@@ -56,4 +56,4 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
 
 def seed_collection_judgments(conn: psycopg.Connection, collection: Collection) -> dict:
     """The dataset's own judgments as the catalog's seed rows (`store.judgments.seed_judgments`)."""
-    return store.seed_judgments(conn, collection.name, seed_rows(collection))
+    return store.seed_judgments(conn, judgment_set(collection), seed_rows(collection))
