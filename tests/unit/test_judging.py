@@ -369,3 +369,17 @@ def test_the_rating_session_shows_a_judge_only_what_is_assigned_to_them_or_to_an
         RatingSession("postgresql://unused", collection, {"pool_id": "p"}, items, " ")
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
     assert not is_loopback("0.0.0.0") and not is_loopback("example.org")
+
+
+def test_run_refuses_an_unknown_rule_and_a_floor_out_of_range_before_any_work(capsys):
+    from pathlib import Path
+
+    from searcheval.cli import main
+
+    fixtures = Path(__file__).resolve().parents[2] / "fixtures"
+    assert main(["run", "--fixtures", str(fixtures), "--no-baseline", "--judgment-rule", "mean",
+                 "--agreement-floor", "2", "--all-errors"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("searcheval: --judgment-rule: expected a judgment rule median, "
+                              "majority, judge:NAME; got 'mean'")
+    assert any("--agreement-floor" in line and "[-1, 1]" in line for line in err[:-1])
