@@ -383,3 +383,15 @@ def test_run_refuses_an_unknown_rule_and_a_floor_out_of_range_before_any_work(ca
     assert err[-1].startswith("searcheval: --judgment-rule: expected a judgment rule median, "
                               "majority, judge:NAME; got 'mean'")
     assert any("--agreement-floor" in line and "[-1, 1]" in line for line in err[:-1])
+
+
+def test_judgments_belong_to_the_declared_name_else_the_folder_never_the_content_fingerprint():
+    from searcheval.judging.judgments import judgment_set
+
+    folder = Collection("fixtures", [doc("a")], [Query("q", "x")], [])
+    declared = Collection("fixtures", [doc("a")], [Query("q", "x")], [], declared_name="trec-dl")
+    assert judgment_set(folder) == "fixtures" and judgment_set(declared) == "trec-dl"
+    edited = Resource(id="a", name="A", description="about a, edited")
+    changed = Collection("fixtures", [edited], [Query("q", "x")], [])
+    assert changed.catalog_id != folder.catalog_id  # the catalog's identity moves with content
+    assert judgment_set(changed) == judgment_set(folder)  # the judgments' does not
