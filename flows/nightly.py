@@ -76,7 +76,7 @@ def nightly(
     started = datetime.now(timezone.utc)
     try:
         check_configurations(configurations)
-        parse_metrics(metrics)
+        metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
         pipeline.check_scale_out(shards, embed_batch)
         collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
                                                split, max_queries, mapping, grade_map,

@@ -44,15 +44,21 @@ def _columns(given: Mapping[str, str] | None, value: str) -> dict[str, str]:
 
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,
              run_columns: Mapping[str, str] | None = None,
-             qrels_columns: Mapping[str, str] | None = None, **conventions: Any) -> Evaluation:
-    """Score `run` against `qrels`: `.means`, `.per_query()`, `.to_dataframe()`.
+             qrels_columns: Mapping[str, str] | None = None, complete: bool | None = None,
+             **conventions: Any) -> Evaluation:
+    """Score `run` against `qrels`: `.means`, `.per_query()`, `.to_dataframe()`, `.counts`.
+
+    Metric names may be searcheval's, ir_measures' or trec_eval's (`searcheval.metrics.names`).
+    `complete`: False averages the judged queries of the run (trec_eval), True every judged query
+    with a missing one as 0 (trec_eval -c); None, the default, every judged query with a missing
+    one as an empty ranking (or, with trec_compat, as False).
 
     A DataFrame's columns are `query_id`, `doc_id`, `score` (a run) or `grade` (qrels) unless
     named otherwise, e.g. `run_columns={"query_id": "qid", "doc_id": "docno"}`.
     """
     return engine_evaluate(as_qrels(qrels, **_columns(qrels_columns, "grade")),
                            as_run(run, **_columns(run_columns, "score")), parse_metrics(metrics),
-                           _settings(conventions))
+                           _settings(conventions), complete=complete)
 
 
 @dataclass

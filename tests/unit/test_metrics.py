@@ -151,7 +151,8 @@ def test_means_and_json_shape():
     assert set(out["per_query"]) == {"q1", "q2"}
 
 
-@pytest.mark.parametrize("bad", ["ndcg", "ndcg@0", "abstention@3", "ndgc@10", "recall", "p@10"])
+@pytest.mark.parametrize("bad", ["ndcg", "ndcg@0", "abstention@3", "ndgc@10", "recall", "p",
+                                 "bpref@10", "ndcg(p=1)@10", "rbp(p=1.5)", "rbp(q=0.5)", "P_0"])
 def test_unknown_or_malformed_metric_names_are_refused(bad):
     with pytest.raises(InputError, match="metric"):
         parse_metric(bad)
