@@ -31,8 +31,9 @@ def run_names(paths: list[Path]) -> list[str]:
 def cmd_score(args: argparse.Namespace) -> int:
     import numpy as np
 
-    from searcheval.io.trec import load_qrels, load_trec_run
-    from searcheval.metrics.engine import Settings, evaluate, parse_metrics
+    from searcheval.io.trec import Fallback, read_qrels_columns
+    from searcheval.metrics.columnar import evaluate_files
+    from searcheval.metrics.engine import Settings, parse_metrics
     from searcheval.metrics.stats import sign_flip_pvalues
 
     metrics = parse_metrics(args.metrics)
@@ -40,15 +41,14 @@ def cmd_score(args: argparse.Namespace) -> int:
                         no_relevant=args.no_relevant, trec_compat=args.trec_compat)
     paths = list(args.run)
     names = run_names(paths)
-    qrels = load_qrels(args.qrels, max_grade=args.max_grade)
-    results = {}
-    for name, path in zip(names, paths):
-        run = load_trec_run(path)
-        if run and not any(q in qrels for q in run):
-            raise InputError(f"no query of the run is judged in {args.qrels} "
-                             f"(first: {next(iter(run))!r})", file=path)
-        results[name] = evaluate(qrels, run, metrics, settings, complete=args.complete)
-        del run
+    try:  # the columnar path; evaluate_files falls back to the exact loaders for odd files
+        qrels = read_qrels_columns(args.qrels, max_grade=defaults.MAX_GRADE
+                                   if args.max_grade is None else args.max_grade)
+    except Fallback:
+        qrels = None
+    results = {name: evaluate_files(args.qrels, path, metrics, settings, complete=args.complete,
+                                    max_grade=args.max_grade, qrels=qrels)
+               for name, path in zip(names, paths)}
     label = {m.name: m.name_in(args.names, settings.relevance_level) for m in metrics}
 
     p_values: dict[str, dict[str, float | None]] = {}

@@ -1,0 +1,194 @@
+"""The columnar path of the metric engine: runs and judgments as integer-coded arrays (from TREC
+files through pyarrow, or from DataFrames), never as dicts of strings.
+
+A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`); each chunk's
+documents are matched to the judgments by hashing (pyarrow `index_in`) and a binary search over the
+judgments' integer keys, and ranked by one sort over (query, score descending, document id
+descending) -- skipped when the file is already in that order, as most are. Only the rank of every
+retrieved judged document is kept, so memory is the judgments plus one chunk. The metrics are the
+engine's own (`engine.compute`) over blocks of queries, so every number equals the dict path's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from searcheval.errors import InputError
+from searcheval.io.trec import (Fallback, QrelsColumns, RunChunk, iter_run_chunks,
+                                read_qrels_columns, from_numpy, to_numpy)
+from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
+                                       parse_metric, parse_metrics)
+
+QUERY_BLOCK = 65_536  # queries whose padded matrices are built at once
+
+
+def _codes(values, value_set) -> np.ndarray:
+    """Index of each of `values` in `value_set` (pyarrow arrays), -1 where absent."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    found = pc.index_in(pa.array(values) if isinstance(values, list) else values,
+                        value_set=pa.array(value_set) if isinstance(value_set, list) else value_set)
+    codes = to_numpy(found).astype(np.int64)
+    if found.null_count:  # (pyarrow's fill_null would import pandas for its scalar)
+        bits = np.frombuffer(found.buffers()[0], dtype=np.uint8)
+        valid = np.unpackbits(bits, bitorder="little")[found.offset:found.offset + len(found)]
+        codes[valid == 0] = -1
+    return codes
+
+
+def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: Sequence[Metric],
+                     settings: Settings = Settings(), *, complete: bool = False) -> Evaluation:
+    """Score a run given in chunks against columnar judgments: the queries both judged and in the
+    run, or (`complete`) every judged query, one the run did not answer scoring 0."""
+    import pyarrow.compute as pc
+
+    metrics = parse_metrics(metrics) if isinstance(metrics, str) else \
+        [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
+    n_q = len(qrels.qids)
+    n_docs = max(len(qrels.docs), 1)
+    qkey = qrels.q.astype(np.int64) * n_docs + qrels.d
+    by_key = np.argsort(qkey, kind="stable")
+    sorted_key = qkey[by_key]
+    rank = np.full(qrels.q.size, np.inf)  # 0-based rank of each judgment's document in the run
+    returned = np.zeros(n_q, dtype=np.int64)
+    present = np.zeros(n_q, dtype=bool)
+    qids_value_set = qrels.qid_values
+    unjudged = 0
+
+    for chunk in chunks:
+        cq = _codes(chunk.qid_values, qids_value_set)
+        unjudged += int(np.count_nonzero(cq < 0))
+        row_q = cq[chunk.q]
+        keep = row_q >= 0
+        if not keep.any():
+            continue
+        present[cq[cq >= 0]] = True
+        returned += np.bincount(row_q[keep], minlength=n_q)
+        # rank within each query: rows are grouped by query; sort by score (then id) unless sorted
+        q, score, d = chunk.q, chunk.score, chunk.d
+        new_group = np.empty(q.size, dtype=bool)
+        new_group[0] = True
+        np.not_equal(q[1:], q[:-1], out=new_group[1:])
+        group = np.cumsum(new_group) - 1
+        starts = np.flatnonzero(new_group)
+        same = ~new_group[1:]
+        ordered = not np.any(same & (score[1:] > score[:-1]))
+        if ordered:  # the usual file: each query's lines best first; only ties to order
+            position = np.arange(q.size) - starts[group]
+            _order_ties(position, same & (score[1:] == score[:-1]), d, chunk.docs)
+        else:
+            doc_rank = _doc_rank(chunk.docs)
+            order = np.lexsort((-doc_rank[d], -score, group))
+            position = np.empty(q.size, dtype=np.int64)
+            position[order] = np.arange(q.size) - starts[group[order]]
+        # the judgments of the retrieved documents
+        cd = _codes(chunk.docs, qrels.docs)
+        row_d = cd[d]
+        judged = keep & (row_d >= 0)
+        key = row_q[judged] * n_docs + row_d[judged]
+        at = np.minimum(np.searchsorted(sorted_key, key), sorted_key.size - 1)
+        hit = sorted_key[at] == key
+        rank[by_key[at[hit]]] = position[judged][hit]
+
+    chosen = np.arange(n_q) if complete else np.flatnonzero(present)
+    values = _blocks(qrels, chosen, rank, returned, metrics, settings)
+    if complete:
+        absent = ~present[chosen]
+        for arr in values.values():
+            arr[absent & ~np.isnan(arr)] = 0.0
+    return Evaluation(query_ids=[qrels.qids[i] for i in chosen.tolist()], values=values,
+                      missed=int(n_q - present.sum()), unjudged=unjudged)
+
+
+def _doc_rank(docs) -> np.ndarray:
+    """Each document code's place in the byte order of the ids (the order of Python's str)."""
+    import pyarrow.compute as pc
+
+    rank = np.empty(len(docs), dtype=np.int64)
+    rank[to_numpy(pc.sort_indices(docs))] = np.arange(len(docs))
+    return rank
+
+
+def _order_ties(position: np.ndarray, tie_next: np.ndarray, d: np.ndarray, docs) -> None:
+    """Reorder each run of equal scores (rows i, i+1, ... where tie_next[i]) by document id,
+    descending, in place: the tie-break of trec_eval and of the dict engine."""
+    if not tie_next.any():
+        return
+    tied = np.zeros(position.size, dtype=bool)
+    tied[:-1] |= tie_next
+    tied[1:] |= tie_next
+    rows = np.flatnonzero(tied)
+    starts = np.ones(rows.size, dtype=bool)
+    starts[1:] = ~tie_next[rows[1:] - 1]  # a row continues a run when the one before ties with it
+    run = np.cumsum(starts) - 1
+    first = position[rows[starts]]
+    ids = docs.take(from_numpy(d[rows]))
+    doc_rank = np.empty(rows.size, dtype=np.int64)
+    doc_rank[_sort_indices(ids)] = np.arange(rows.size)
+    order = np.lexsort((-doc_rank, run))
+    run_start = np.flatnonzero(starts)
+    position[rows[order]] = first[run[order]] + (np.arange(rows.size) - run_start[run[order]])
+
+
+def _sort_indices(strings) -> np.ndarray:
+    import pyarrow.compute as pc
+
+    return to_numpy(pc.sort_indices(strings))
+
+
+def _blocks(qrels: QrelsColumns, chosen: np.ndarray, rank: np.ndarray, returned: np.ndarray,
+            metrics: Sequence[Metric], settings: Settings) -> dict[str, np.ndarray]:
+    """The engine's metrics over the chosen queries, QUERY_BLOCK at a time."""
+    out = {m.name: np.empty(chosen.size) for m in metrics}
+    for lo in range(0, chosen.size, QUERY_BLOCK):
+        block = chosen[lo:lo + QUERY_BLOCK]
+        first, last = qrels.starts[block], qrels.starts[block + 1]
+        lengths = last - first
+        rows = np.repeat(first - np.cumsum(lengths) + lengths, lengths) + np.arange(lengths.sum())
+        width = max(int(lengths.max()) if block.size else 0, 1)
+        grades = _padded(qrels.grade[rows].astype(np.int64), lengths, width, 0)
+        ranks = _padded(rank[rows], lengths, width, np.inf)
+        judged = np.arange(width) < lengths[:, None]
+        ranked = _Ranked(grades=grades, judged=judged, ranks=ranks, returned=returned[block])
+        for name, arr in compute(metrics, ranked, settings).items():
+            out[name][lo:lo + block.size] = arr
+    return out
+
+
+def evaluate_files(qrels_path: str | Path, run_path: str | Path, metrics: Sequence[Metric],
+                   settings: Settings = Settings(), *, complete: bool = False,
+                   max_grade: int | None = None, qrels: QrelsColumns | None = None,
+                   chunk_rows: int | None = None) -> Evaluation:
+    """A TREC run file against a qrels file (or `qrels` already read) through the columnar path,
+    or, for files it does not take (`Fallback`), through the exact loaders and the dict engine:
+    the same numbers either way, and the exact loaders' refusals for bad input."""
+    from searcheval.defaults import MAX_GRADE
+    from searcheval.io.trec import load_qrels, load_trec_run
+    from searcheval.metrics.engine import evaluate
+
+    try:
+        if qrels is None:
+            qrels = read_qrels_columns(qrels_path, max_grade=MAX_GRADE if max_grade is None
+                                       else max_grade)
+        chunks = iter_run_chunks(run_path, **({"rows": chunk_rows} if chunk_rows else {}))
+        result = evaluate_columns(qrels, chunks, metrics, settings, complete=complete)
+    except Fallback:
+        judgments = load_qrels(qrels_path, max_grade=max_grade)
+        run = load_trec_run(run_path)
+        _refuse_unjudged(run, judgments, qrels_path, run_path)
+        return evaluate(judgments, run, metrics, settings, complete=complete)
+    if not result.query_ids and result.unjudged:
+        # the exact loaders name the first query; read it again only to say so
+        _refuse_unjudged(load_trec_run(run_path), load_qrels(qrels_path, max_grade=max_grade),
+                         qrels_path, run_path)
+    return result
+
+
+def _refuse_unjudged(run, qrels, qrels_path, run_path) -> None:
+    if run and not any(q in qrels for q in run):
+        raise InputError(f"no query of the run is judged in {qrels_path} "
+                         f"(first: {next(iter(run))!r})", file=run_path)
