@@ -103,7 +103,7 @@ def load_trec_run(path: str | Path) -> Run:
 
 RUN_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 QRELS_COLUMNS = ("qid", "iteration", "doc", "grade")
-CHUNK_ROWS = 100_000  # run rows held at once by the streaming reader
+CHUNK_ROWS = 50_000  # run rows held at once by the streaming reader
 
 
 class Fallback(Exception):

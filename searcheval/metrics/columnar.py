@@ -41,9 +41,10 @@ def _codes(values, value_set) -> np.ndarray:
 
 
 def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: Sequence[Metric],
-                     settings: Settings = Settings(), *, complete: bool = False) -> Evaluation:
+                     settings: Settings = Settings(), *, complete: bool | None = False) -> Evaluation:
     """Score a run given in chunks against columnar judgments: the queries both judged and in the
-    run, or (`complete`) every judged query, one the run did not answer scoring 0."""
+    run; or (`complete`) every judged query, one the run did not answer scoring 0; or (None, the
+    library's default) every judged query, one the run did not answer an empty ranking."""
     import pyarrow.compute as pc
 
     metrics = parse_metrics(metrics) if isinstance(metrics, str) else \
@@ -94,7 +95,7 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         hit = sorted_key[at] == key
         rank[by_key[at[hit]]] = position[judged][hit]
 
-    chosen = np.arange(n_q) if complete else np.flatnonzero(present)
+    chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
     values = _blocks(qrels, chosen, rank, returned, metrics, settings)
     if complete:
         absent = ~present[chosen]
@@ -192,3 +193,87 @@ def _refuse_unjudged(run, qrels, qrels_path, run_path) -> None:
     if run and not any(q in qrels for q in run):
         raise InputError(f"no query of the run is judged in {qrels_path} "
                          f"(first: {next(iter(run))!r})", file=run_path)
+
+
+# --------------------------------------------------------------------------- arrays and DataFrames
+
+
+def _id_array(values):
+    """Query or document ids (numpy / pandas / pyarrow, strings or integers) as a pyarrow string
+    array; integers become their decimal strings, as the dict path makes them."""
+    import pyarrow as pa
+
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        values = pa.array(values, from_pandas=True)
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if pa.types.is_integer(values.type):
+        values = values.cast(pa.string())
+    elif pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
+        values = values.cast(pa.string())
+    if not pa.types.is_string(values.type) or values.null_count:
+        raise Fallback("ids are not strings or integers")
+    return values
+
+
+def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc, run_score, *,
+                        max_grade: int | None = None) -> tuple[QrelsColumns, list[RunChunk]]:
+    """Judgments and a run given as parallel arrays, as the columnar path's inputs (one chunk).
+    Fallback for what the exact path must judge: non-finite scores, fractional grades, duplicates."""
+    import pyarrow.compute as pc
+
+    from searcheval.io.trec import _has_duplicates
+
+    grade = np.asarray(qrels_grade)
+    if grade.dtype.kind == "f":
+        if not np.isfinite(grade).all() or (grade != np.round(grade)).any():
+            raise Fallback("grades are not whole")
+    elif grade.dtype.kind not in "iu":
+        raise Fallback("grades are not numbers")
+    grade = grade.astype(np.int64)
+    if grade.size and (grade.min() < 0 or (max_grade is not None and grade.max() > max_grade)):
+        raise Fallback("grade outside the scale")
+    score = np.asarray(run_score)
+    if score.dtype.kind not in "iuf" or not np.isfinite(score.astype(np.float64)).all():
+        raise Fallback("scores are not finite numbers")
+    score = score.astype(np.float64)
+
+    qe = pc.dictionary_encode(_id_array(qrels_query))
+    de = pc.dictionary_encode(_id_array(qrels_doc))
+    q, d = to_numpy(qe.indices).astype(np.int32), to_numpy(de.indices).astype(np.int32)
+    order = np.argsort(q, kind="stable")
+    q, d, grade = q[order], d[order], grade[order]
+    if _has_duplicates(q.astype(np.int64) * max(len(de.dictionary), 1) + d):
+        raise Fallback("duplicate judgment")
+    qrels = QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary,
+                         qid_values=qe.dictionary, q=q, d=d, grade=grade,
+                         starts=np.searchsorted(q, np.arange(len(qe.dictionary) + 1)))
+
+    re_ = pc.dictionary_encode(_id_array(run_query))
+    rd = pc.dictionary_encode(_id_array(run_doc))
+    rq, rdc = to_numpy(re_.indices).astype(np.int32), to_numpy(rd.indices).astype(np.int32)
+    if rq.size and np.any(rq[1:] < rq[:-1]):  # not grouped in first-seen order: group the rows
+        order = np.argsort(rq, kind="stable")
+        rq, rdc, score = rq[order], rdc[order], score[order]
+    if _has_duplicates(rq.astype(np.int64) * max(len(rd.dictionary), 1) + rdc):
+        raise Fallback("duplicate document")
+    chunk = RunChunk(qids=re_.dictionary.to_pylist(), docs=rd.dictionary, q=rq, d=rdc,
+                     score=score, qid_values=re_.dictionary)
+    return qrels, [chunk]
+
+
+def evaluate_frames(qrels_frame, run_frame, metrics: Sequence[Metric], settings: Settings, *,
+                    complete: bool | None, qrels_columns: tuple[str, str, str],
+                    run_columns: tuple[str, str, str]) -> Evaluation:
+    """DataFrames (or anything with named columns) through the columnar path; Fallback when a
+    column is missing or its values are what the dict path must refuse."""
+    try:
+        qrels_parts = [qrels_frame[c] for c in qrels_columns]
+        run_parts = [run_frame[c] for c in run_columns]
+    except KeyError:
+        raise Fallback("a column is missing") from None
+    qrels, chunks = columns_from_arrays(*(np.asarray(p) if i == 2 else p
+                                          for i, p in enumerate(qrels_parts)),
+                                        *(np.asarray(p) if i == 2 else p
+                                          for i, p in enumerate(run_parts)))
+    return evaluate_columns(qrels, chunks, metrics, settings, complete=complete)

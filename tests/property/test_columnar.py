@@ -80,3 +80,37 @@ def test_files_the_columnar_reader_does_not_take_give_the_same_numbers(tmp_path,
     ours = evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS, complete=False)
     reference = evaluate(qrels, run, METRICS, complete=False)
     same(ours, reference)
+
+
+def frame(data, value):
+    import pandas as pd
+
+    rows = [(q, d, v) for q, docs in data.items() for d, v in docs.items()]
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", value])
+
+
+@settings(max_examples=50, deadline=None)
+@given(collections, st.sampled_from([None, False, True]), st.booleans(), st.booleans())
+def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, complete, compat,
+                                                                        shuffle):
+    import searcheval
+    from searcheval.metrics.columnar import evaluate_frames
+
+    qrels, run = coll
+    run = {q: r for q, r in run.items() if r}
+    if not run:
+        return  # an empty DataFrame has no numeric dtype: refused by either path
+    run_frame = frame(run, "score")
+    if shuffle:  # rows of a query apart: the columnar path groups them
+        run_frame = run_frame.iloc[::-1]
+    conventions = Settings(trec_compat=compat)
+    expected = evaluate(qrels, run, METRICS, conventions, complete=complete)
+    got = searcheval.evaluate(frame(qrels, "grade"), run_frame, METRICS, trec_compat=compat,
+                              complete=complete)
+    same(got, expected)
+    # and it was the columnar path, not the dict fallback
+    direct = evaluate_frames(frame(qrels, "grade"), run_frame, METRICS, conventions,
+                             complete=(False if compat else None) if complete is None else complete,
+                             qrels_columns=("query_id", "doc_id", "grade"),
+                             run_columns=("query_id", "doc_id", "score"))
+    same(direct, expected)
