@@ -198,30 +198,36 @@ def _refuse_unjudged(run, qrels, qrels_path, run_path) -> None:
 # --------------------------------------------------------------------------- arrays and DataFrames
 
 
-def _id_array(values):
-    """Query or document ids (numpy / pandas / pyarrow, strings or integers) as a pyarrow string
-    array; integers become their decimal strings, as the dict path makes them."""
+def _encoded(values):
+    """Query or document ids (numpy / pandas / pyarrow, strings or integers) dictionary-encoded:
+    (int32 codes, a string array of the distinct ids). Integers are encoded as integers and only
+    their distinct values become decimal strings, as the dict path makes them."""
     import pyarrow as pa
+    import pyarrow.compute as pc
 
-    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+        values = from_numpy(values.astype(np.int64, copy=False))
+    elif not isinstance(values, (pa.Array, pa.ChunkedArray)):
         values = pa.array(values, from_pandas=True)
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    if pa.types.is_integer(values.type):
+    if values.null_count:
+        raise Fallback("an id is missing")
+    if pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
         values = values.cast(pa.string())
-    elif pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
-        values = values.cast(pa.string())
-    if not pa.types.is_string(values.type) or values.null_count:
+    if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)):
         raise Fallback("ids are not strings or integers")
-    return values
+    encoded = pc.dictionary_encode(values)
+    dictionary = encoded.dictionary
+    if pa.types.is_integer(dictionary.type):
+        dictionary = dictionary.cast(pa.string())
+    return to_numpy(encoded.indices).astype(np.int32), dictionary
 
 
 def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc, run_score, *,
                         max_grade: int | None = None) -> tuple[QrelsColumns, list[RunChunk]]:
     """Judgments and a run given as parallel arrays, as the columnar path's inputs (one chunk).
     Fallback for what the exact path must judge: non-finite scores, fractional grades, duplicates."""
-    import pyarrow.compute as pc
-
     from searcheval.io.trec import _has_duplicates
 
     grade = np.asarray(qrels_grade)
@@ -238,27 +244,24 @@ def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc,
         raise Fallback("scores are not finite numbers")
     score = score.astype(np.float64)
 
-    qe = pc.dictionary_encode(_id_array(qrels_query))
-    de = pc.dictionary_encode(_id_array(qrels_doc))
-    q, d = to_numpy(qe.indices).astype(np.int32), to_numpy(de.indices).astype(np.int32)
+    q, qids = _encoded(qrels_query)
+    d, docs = _encoded(qrels_doc)
     order = np.argsort(q, kind="stable")
     q, d, grade = q[order], d[order], grade[order]
-    if _has_duplicates(q.astype(np.int64) * max(len(de.dictionary), 1) + d):
+    if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
         raise Fallback("duplicate judgment")
-    qrels = QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary,
-                         qid_values=qe.dictionary, q=q, d=d, grade=grade,
-                         starts=np.searchsorted(q, np.arange(len(qe.dictionary) + 1)))
+    qrels = QrelsColumns(qids=qids.to_pylist(), docs=docs, qid_values=qids, q=q, d=d,
+                         grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
 
-    re_ = pc.dictionary_encode(_id_array(run_query))
-    rd = pc.dictionary_encode(_id_array(run_doc))
-    rq, rdc = to_numpy(re_.indices).astype(np.int32), to_numpy(rd.indices).astype(np.int32)
+    rq, run_qids = _encoded(run_query)
+    rdc, run_docs = _encoded(run_doc)
     if rq.size and np.any(rq[1:] < rq[:-1]):  # not grouped in first-seen order: group the rows
         order = np.argsort(rq, kind="stable")
         rq, rdc, score = rq[order], rdc[order], score[order]
-    if _has_duplicates(rq.astype(np.int64) * max(len(rd.dictionary), 1) + rdc):
+    if _has_duplicates(rq.astype(np.int64) * max(len(run_docs), 1) + rdc):
         raise Fallback("duplicate document")
-    chunk = RunChunk(qids=re_.dictionary.to_pylist(), docs=rd.dictionary, q=rq, d=rdc,
-                     score=score, qid_values=re_.dictionary)
+    chunk = RunChunk(qids=run_qids.to_pylist(), docs=run_docs, q=rq, d=rdc, score=score,
+                     qid_values=run_qids)
     return qrels, [chunk]
 
 

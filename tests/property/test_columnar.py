@@ -89,8 +89,18 @@ def frame(data, value):
     return pd.DataFrame(rows, columns=["query_id", "doc_id", value])
 
 
+int_collections = st.tuples(
+    st.dictionaries(st.integers(0, 12), st.dictionaries(st.integers(0, 30), st.integers(0, 3),
+                                                        min_size=1, max_size=10),
+                    min_size=1, max_size=8),
+    st.dictionaries(st.integers(0, 12), st.dictionaries(st.integers(0, 30),
+                                                        st.sampled_from([0.5, 1.0, 2.0, 9.0]),
+                                                        max_size=20), min_size=1, max_size=8))
+
+
 @settings(max_examples=50, deadline=None)
-@given(collections, st.sampled_from([None, False, True]), st.booleans(), st.booleans())
+@given(st.one_of(collections, int_collections), st.sampled_from([None, False, True]),
+       st.booleans(), st.booleans())
 def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, complete, compat,
                                                                         shuffle):
     import searcheval
@@ -100,16 +110,19 @@ def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, c
     run = {q: r for q, r in run.items() if r}
     if not run:
         return  # an empty DataFrame has no numeric dtype: refused by either path
-    run_frame = frame(run, "score")
+    qrels_frame, run_frame = frame(qrels, "grade"), frame(run, "score")
     if shuffle:  # rows of a query apart: the columnar path groups them
         run_frame = run_frame.iloc[::-1]
+    # integer ids are strings on both sides of the dict path ("10" < "9" in a tie-break)
+    qrels = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {str(q): {str(d): v for d, v in docs.items()} for q, docs in run.items()}
     conventions = Settings(trec_compat=compat)
     expected = evaluate(qrels, run, METRICS, conventions, complete=complete)
-    got = searcheval.evaluate(frame(qrels, "grade"), run_frame, METRICS, trec_compat=compat,
+    got = searcheval.evaluate(qrels_frame, run_frame, METRICS, trec_compat=compat,
                               complete=complete)
     same(got, expected)
     # and it was the columnar path, not the dict fallback
-    direct = evaluate_frames(frame(qrels, "grade"), run_frame, METRICS, conventions,
+    direct = evaluate_frames(qrels_frame, run_frame, METRICS, conventions,
                              complete=(False if compat else None) if complete is None else complete,
                              qrels_columns=("query_id", "doc_id", "grade"),
                              run_columns=("query_id", "doc_id", "score"))
