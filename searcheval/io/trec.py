@@ -276,8 +276,14 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
             cut = table.num_rows
         else:  # keep the last query's rows for the next chunk: it may go on there
             last = qcol[-1]
-            same = to_numpy(pc.equal(qcol, last)).astype(bool)
-            cut = int(np.flatnonzero(~same)[-1]) + 1 if (~same).any() else 0
+            tail_rows = pending[-1].num_rows  # the last query's rows are, mostly, in the last batch
+            same = to_numpy(pc.equal(table.column("qid").slice(table.num_rows - tail_rows),
+                                     last)).astype(bool)
+            if same.all():
+                same = to_numpy(pc.equal(qcol, last)).astype(bool)
+                tail_rows = table.num_rows
+            cut = int(np.flatnonzero(~same)[-1]) + 1 + (table.num_rows - tail_rows) \
+                if (~same).any() else 0
         if cut == 0:  # one query fills the chunk: read on
             continue
         head, tail = table.slice(0, cut), table.slice(cut)

@@ -52,8 +52,6 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     n_q = len(qrels.qids)
     n_docs = max(len(qrels.docs), 1)
     qkey = qrels.q.astype(np.int64) * n_docs + qrels.d
-    by_key = np.argsort(qkey, kind="stable")
-    sorted_key = qkey[by_key]
     rank = np.full(qrels.q.size, np.inf)  # 0-based rank of each judgment's document in the run
     returned = np.zeros(n_q, dtype=np.int64)
     present = np.zeros(n_q, dtype=bool)
@@ -91,9 +89,19 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         row_d = cd[d]
         judged = keep & (row_d >= 0)
         key = row_q[judged] * n_docs + row_d[judged]
-        at = np.minimum(np.searchsorted(sorted_key, key), sorted_key.size - 1)
-        hit = sorted_key[at] == key
-        rank[by_key[at[hit]]] = position[judged][hit]
+        if not key.size:
+            continue
+        # the judgments of this chunk's queries only: a small sorted array the search stays in
+        mine = np.unique(row_q[judged])
+        lo, hi = qrels.starts[mine], qrels.starts[mine + 1]
+        lengths = hi - lo
+        rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+        local = qkey[rows]
+        local_order = np.argsort(local, kind="stable")
+        local_sorted = local[local_order]
+        at = np.minimum(np.searchsorted(local_sorted, key), local_sorted.size - 1)
+        hit = local_sorted[at] == key
+        rank[rows[local_order[at[hit]]]] = position[judged][hit]
 
     chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
     values = _blocks(qrels, chosen, rank, returned, metrics, settings)
