@@ -57,15 +57,18 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     present = np.zeros(n_q, dtype=bool)
     qids_value_set = qrels.qid_values
     unjudged = 0
+    last_qids = last_docs = cq = cd = None
 
     for chunk in chunks:
-        cq = _codes(chunk.qid_values, qids_value_set)
-        unjudged += int(np.count_nonzero(cq < 0))
+        if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
+            last_qids, cq = chunk.qid_values, _codes(chunk.qid_values, qids_value_set)
+        here = cq[np.flatnonzero(np.bincount(chunk.q, minlength=cq.size))]  # this chunk's queries
+        unjudged += int(np.count_nonzero(here < 0))
         row_q = cq[chunk.q]
         keep = row_q >= 0
         if not keep.any():
             continue
-        present[cq[cq >= 0]] = True
+        present[here[here >= 0]] = True
         returned += np.bincount(row_q[keep], minlength=n_q)
         # rank within each query: rows are grouped by query; sort by score (then id) unless sorted
         q, score, d = chunk.q, chunk.score, chunk.d
@@ -85,14 +88,15 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             position = np.empty(q.size, dtype=np.int64)
             position[order] = np.arange(q.size) - starts[group[order]]
         # the judgments of the retrieved documents
-        cd = _codes(chunk.docs, qrels.docs)
+        if chunk.docs is not last_docs:
+            last_docs, cd = chunk.docs, _codes(chunk.docs, qrels.docs)
         row_d = cd[d]
         judged = keep & (row_d >= 0)
         key = row_q[judged] * n_docs + row_d[judged]
         if not key.size:
             continue
         # the judgments of this chunk's queries only: a small sorted array the search stays in
-        mine = np.unique(row_q[judged])
+        mine = np.flatnonzero(np.bincount(row_q[judged], minlength=n_q))
         lo, hi = qrels.starts[mine], qrels.starts[mine + 1]
         lengths = hi - lo
         rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
