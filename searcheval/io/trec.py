@@ -144,6 +144,27 @@ def _arrow():
 _ARROW_READY = False
 
 
+def compute(name: str, *args, options=None):
+    """A pyarrow compute function by name, through pyarrow._compute: importing pyarrow.compute
+    (which builds a Python wrapper for every function) costs a tenth of a second at each start."""
+    from pyarrow import _compute
+
+    _arrow()
+    return _compute.call_function(name, list(args), options)
+
+
+def index_in(values, value_set):
+    from pyarrow import _compute
+
+    return compute("index_in", values, options=_compute.SetLookupOptions(value_set=value_set))
+
+
+def cast(values, to):
+    from pyarrow import _compute
+
+    return compute("cast", values, options=_compute.CastOptions.safe(to))
+
+
 def from_numpy(values: np.ndarray):
     """An int64 numpy array as a pyarrow array, without pyarrow's pandas check."""
     pa = _arrow()
@@ -158,7 +179,8 @@ def to_numpy(array) -> np.ndarray:
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
     if pa.types.is_boolean(array.type):
-        array = array.cast(pa.int8())
+        bits = np.frombuffer(array.buffers()[1], dtype=np.uint8)
+        return np.unpackbits(bits, bitorder="little")[array.offset:array.offset + len(array)]
     dtype = np.dtype({"double": "float64", "float": "float32"}.get(str(array.type),
                                                                     str(array.type)))
     return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
@@ -197,7 +219,6 @@ class QrelsColumns:
 def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> QrelsColumns:
     """TREC qrels read by pyarrow, or Fallback (BEIR qrels, odd shapes, bad or duplicate rows)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
     path = Path(path)
@@ -211,8 +232,8 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
     grade = to_numpy(table.column("grade"))
     if grade.min() < 0 or grade.max() > max_grade:
         raise Fallback("grade outside the scale")
-    qe = pc.dictionary_encode(table.column("qid")).combine_chunks()
-    de = pc.dictionary_encode(table.column("doc")).combine_chunks()
+    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
+    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
     q = to_numpy(qe.indices).astype(np.int32)
     d = to_numpy(de.indices).astype(np.int32)
     del table
@@ -243,7 +264,6 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
     stays bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
     are not together (the exact loader takes any order)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pa_csv
 
     path = Path(path)
@@ -277,10 +297,10 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
         else:  # keep the last query's rows for the next chunk: it may go on there
             last = qcol[-1]
             tail_rows = pending[-1].num_rows  # the last query's rows are, mostly, in the last batch
-            same = to_numpy(pc.equal(table.column("qid").slice(table.num_rows - tail_rows),
+            same = to_numpy(compute("equal", table.column("qid").slice(table.num_rows - tail_rows),
                                      last)).astype(bool)
             if same.all():
-                same = to_numpy(pc.equal(qcol, last)).astype(bool)
+                same = to_numpy(compute("equal", qcol, last)).astype(bool)
                 tail_rows = table.num_rows
             cut = int(np.flatnonzero(~same)[-1]) + 1 + (table.num_rows - tail_rows) \
                 if (~same).any() else 0
@@ -294,13 +314,12 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
 
 
 def _run_chunk(table, seen: set[str]) -> RunChunk:
-    import pyarrow.compute as pc
 
     score = to_numpy(table.column("score"))
     if not np.isfinite(score).all():
         raise Fallback("a score is not finite")
-    qe = pc.dictionary_encode(table.column("qid")).combine_chunks()
-    de = pc.dictionary_encode(table.column("doc")).combine_chunks()
+    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
+    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
     q = to_numpy(qe.indices).astype(np.int32)
     d = to_numpy(de.indices).astype(np.int32)
     qids = qe.dictionary.to_pylist()

@@ -18,7 +18,9 @@ import numpy as np
 
 from searcheval.errors import InputError
 from searcheval.io.trec import (Fallback, QrelsColumns, RunChunk, iter_run_chunks,
-                                read_qrels_columns, from_numpy, to_numpy)
+                                read_qrels_columns, cast, from_numpy, index_in,
+                                to_numpy)
+from searcheval.io.trec import compute as arrow
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 
@@ -27,11 +29,7 @@ QUERY_BLOCK = 65_536  # queries whose padded matrices are built at once
 
 def _codes(values, value_set) -> np.ndarray:
     """Index of each of `values` in `value_set` (pyarrow arrays), -1 where absent."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    found = pc.index_in(pa.array(values) if isinstance(values, list) else values,
-                        value_set=pa.array(value_set) if isinstance(value_set, list) else value_set)
+    found = index_in(values, value_set)
     codes = to_numpy(found).astype(np.int64)
     if found.null_count:  # (pyarrow's fill_null would import pandas for its scalar)
         bits = np.frombuffer(found.buffers()[0], dtype=np.uint8)
@@ -45,7 +43,6 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     """Score a run given in chunks against columnar judgments: the queries both judged and in the
     run; or (`complete`) every judged query, one the run did not answer scoring 0; or (None, the
     library's default) every judged query, one the run did not answer an empty ranking."""
-    import pyarrow.compute as pc
 
     metrics = parse_metrics(metrics) if isinstance(metrics, str) else \
         [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
@@ -119,10 +116,9 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
 
 def _doc_rank(docs) -> np.ndarray:
     """Each document code's place in the byte order of the ids (the order of Python's str)."""
-    import pyarrow.compute as pc
 
     rank = np.empty(len(docs), dtype=np.int64)
-    rank[to_numpy(pc.sort_indices(docs))] = np.arange(len(docs))
+    rank[to_numpy(arrow("array_sort_indices", docs))] = np.arange(len(docs))
     return rank
 
 
@@ -139,7 +135,7 @@ def _order_ties(position: np.ndarray, tie_next: np.ndarray, d: np.ndarray, docs)
     starts[1:] = ~tie_next[rows[1:] - 1]  # a row continues a run when the one before ties with it
     run = np.cumsum(starts) - 1
     first = position[rows[starts]]
-    ids = docs.take(from_numpy(d[rows]))
+    ids = arrow("take", docs, from_numpy(d[rows]))
     doc_rank = np.empty(rows.size, dtype=np.int64)
     doc_rank[_sort_indices(ids)] = np.arange(rows.size)
     order = np.lexsort((-doc_rank, run))
@@ -148,9 +144,8 @@ def _order_ties(position: np.ndarray, tie_next: np.ndarray, d: np.ndarray, docs)
 
 
 def _sort_indices(strings) -> np.ndarray:
-    import pyarrow.compute as pc
 
-    return to_numpy(pc.sort_indices(strings))
+    return to_numpy(arrow("array_sort_indices", strings))
 
 
 def _blocks(qrels: QrelsColumns, chosen: np.ndarray, rank: np.ndarray, returned: np.ndarray,
@@ -215,7 +210,6 @@ def _encoded(values):
     (int32 codes, a string array of the distinct ids). Integers are encoded as integers and only
     their distinct values become decimal strings, as the dict path makes them."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
         values = from_numpy(values.astype(np.int64, copy=False))
@@ -226,13 +220,13 @@ def _encoded(values):
     if values.null_count:
         raise Fallback("an id is missing")
     if pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
-        values = values.cast(pa.string())
+        values = cast(values, pa.string())
     if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)):
         raise Fallback("ids are not strings or integers")
-    encoded = pc.dictionary_encode(values)
+    encoded = arrow("dictionary_encode", values)
     dictionary = encoded.dictionary
     if pa.types.is_integer(dictionary.type):
-        dictionary = dictionary.cast(pa.string())
+        dictionary = cast(dictionary, pa.string())
     return to_numpy(encoded.indices).astype(np.int32), dictionary
 
 
