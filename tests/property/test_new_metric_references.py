@@ -60,7 +60,8 @@ def test_err_equals_ir_measures_gdeval(qs, k):
     ours = evaluate(qrels, run, [f"ERR@{k}"], complete=True).per_query()
     assert set(ref) == set(ours)
     for q, value in ref.items():
-        assert ours[q][f"err@{k}"] == pytest.approx(value, abs=5e-6)  # gdeval prints 5 decimals
+        # gdeval prints 5 decimals: off by at most half their last digit
+        assert ours[q][f"err@{k}"] == pytest.approx(value, abs=5e-6 + 1e-12)
 
 
 @settings(max_examples=100, deadline=None)
