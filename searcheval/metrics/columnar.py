@@ -52,21 +52,26 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     rank = np.full(qrels.q.size, np.inf)  # 0-based rank of each judgment's document in the run
     returned = np.zeros(n_q, dtype=np.int64)
     present = np.zeros(n_q, dtype=bool)
-    qids_value_set = qrels.qid_values
+    qid_code = {qid: i for i, qid in enumerate(qrels.qids)}
+    doc_code = None
     unjudged = 0
     last_qids = last_docs = cq = cd = None
 
     for chunk in chunks:
         if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
-            last_qids, cq = chunk.qid_values, _codes(chunk.qid_values, qids_value_set)
-        here = cq[np.flatnonzero(np.bincount(chunk.q, minlength=cq.size))]  # this chunk's queries
-        unjudged += int(np.count_nonzero(here < 0))
+            last_qids = chunk.qid_values
+            cq = np.fromiter((qid_code.get(x, -1) for x in chunk.qids), dtype=np.int64,
+                             count=len(chunk.qids))
+        counts = np.bincount(chunk.q, minlength=cq.size)  # rows of each of the chunk's queries
+        here = np.flatnonzero(counts)
+        unjudged += int(np.count_nonzero(cq[here] < 0))
         row_q = cq[chunk.q]
         keep = row_q >= 0
         if not keep.any():
             continue
-        present[here[here >= 0]] = True
-        returned += np.bincount(row_q[keep], minlength=n_q)
+        judged_here = here[cq[here] >= 0]
+        present[cq[judged_here]] = True
+        returned[cq[judged_here]] += counts[judged_here]
         # rank within each query: rows are grouped by query; sort by score (then id) unless sorted
         q, score, d = chunk.q, chunk.score, chunk.d
         new_group = np.empty(q.size, dtype=bool)
@@ -86,14 +91,22 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             position[order] = np.arange(q.size) - starts[group[order]]
         # the judgments of the retrieved documents
         if chunk.docs is not last_docs:
-            last_docs, cd = chunk.docs, _codes(chunk.docs, qrels.docs)
+            last_docs = chunk.docs
+            if len(qrels.docs) <= 8 * len(chunk.docs):  # hash the judged ids for this chunk
+                cd = _codes(chunk.docs, qrels.docs)
+            else:  # many more judged ids than this chunk has: hash them once, in a dict
+                if doc_code is None:
+                    doc_code = {x: i for i, x in enumerate(qrels.docs.to_pylist())}
+                cd = np.fromiter((doc_code.get(x, -1) for x in chunk.docs.to_pylist()),
+                                 dtype=np.int64, count=len(chunk.docs))
         row_d = cd[d]
         judged = keep & (row_d >= 0)
         key = row_q[judged] * n_docs + row_d[judged]
         if not key.size:
             continue
         # the judgments of this chunk's queries only: a small sorted array the search stays in
-        mine = np.flatnonzero(np.bincount(row_q[judged], minlength=n_q))
+        seen_q = row_q[judged]  # grouped by query: each query's first row names it
+        mine = seen_q[np.concatenate(([True], seen_q[1:] != seen_q[:-1]))]
         lo, hi = qrels.starts[mine], qrels.starts[mine + 1]
         lengths = hi - lo
         rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
