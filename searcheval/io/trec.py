@@ -7,6 +7,7 @@ with the file and line. `load_qrels` also reads BEIR qrels (told apart by their 
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -111,23 +112,44 @@ class Fallback(Exception):
 
 
 def _plain_shape(path: Path) -> str:
-    """The delimiter of a plain file (" " or "\\t"), or Fallback."""
+    """The delimiter of a plain file (" " or "\t", from its first line), or Fallback."""
     try:
         with open(path, "rb", buffering=0) as fh:
             first = fh.read(1 << 16)
-            if not first:
-                raise Fallback("empty")
-            block = first
-            while block:  # a buffer at a time: the file is never held whole
-                if b"\r" in block:
-                    raise Fallback("carriage return")
-                block = fh.read(1 << 20)
     except OSError:
         raise Fallback("unreadable") from None
+    if not first:
+        raise Fallback("empty")
     first = first.split(b"\n", 1)[0]
     if b"\t" in first and b" " not in first:
         return "\t"
     return " "
+
+
+class _Checked(io.RawIOBase):
+    """The file as pyarrow reads it, watched for a carriage return on the way (a line ends only
+    at "\n"; pyarrow would also end one at "\r"), so the file is read once."""
+
+    def __init__(self, path: Path):
+        self._fh = open(path, "rb", buffering=0)
+        self.carriage_return = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._fh.readinto(buffer)
+        if n and not self.carriage_return and b"\r" in memoryview(buffer)[:n].tobytes():
+            self.carriage_return = True
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+    def check(self) -> None:
+        if self.carriage_return:
+            raise Fallback("carriage return")
 
 
 def _arrow():
@@ -223,10 +245,15 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
 
     path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "grade": pa.int64()}
+    options = _csv_options(path, QRELS_COLUMNS, types)
+    source = _Checked(path)
     try:
-        table = pa_csv.read_csv(path, *_csv_options(path, QRELS_COLUMNS, types))
+        table = pa_csv.read_csv(source, *options)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         raise Fallback("not plain TREC qrels") from None
+    finally:
+        source.close()
+    source.check()
     if table.num_rows == 0:
         raise Fallback("no rows")
     grade = to_numpy(table.column("grade"))
@@ -268,11 +295,21 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
 
     path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "score": pa.float64()}
+    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)
+    source = _Checked(path)
     try:
-        reader = pa_csv.open_csv(path, *_csv_options(path, RUN_COLUMNS, types,
-                                                     block_size=1 << 18))
+        reader = pa_csv.open_csv(source, *options)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
+        source.close()
         raise Fallback("not a plain TREC run") from None
+    try:
+        yield from _chunks(reader, source, rows)
+    finally:
+        source.close()
+
+
+def _chunks(reader, source: _Checked, rows: int) -> Iterator[RunChunk]:
+    pa = _arrow()
     seen: set[str] = set()
     pending: list = []
     held = 0
@@ -286,6 +323,7 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
             done = True
         except (pa.ArrowInvalid, pa.ArrowTypeError):
             raise Fallback("not a plain TREC run") from None
+        source.check()
         if held < rows and not done:
             continue
         if not held:
@@ -297,8 +335,8 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
         else:  # keep the last query's rows for the next chunk: it may go on there
             last = qcol[-1]
             tail_rows = pending[-1].num_rows  # the last query's rows are, mostly, in the last batch
-            same = to_numpy(compute("equal", table.column("qid").slice(table.num_rows - tail_rows),
-                                     last)).astype(bool)
+            same = to_numpy(compute("equal", qcol.slice(table.num_rows - tail_rows),
+                                    last)).astype(bool)
             if same.all():
                 same = to_numpy(compute("equal", qcol, last)).astype(bool)
                 tail_rows = table.num_rows
