@@ -215,7 +215,7 @@ def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: in
     _arrow()
 
     delimiter = _plain_shape(path)
-    read = pa_csv.ReadOptions(column_names=list(names), use_threads=True,
+    read = pa_csv.ReadOptions(column_names=list(names), use_threads=False,
                               **({"block_size": block_size} if block_size else {}))
     parse = pa_csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
                                 escape_char=False, ignore_empty_lines=True)
