@@ -27,7 +27,7 @@ def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
     path = Path(path)
     text = read_text(path)
     qrels: Qrels = {}
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):  # a line ends only at "\n"
         if not line.strip():
             continue
         parts = line.split()
@@ -71,7 +71,7 @@ def load_trec_run(path: str | Path) -> Run:
     path = Path(path)
     text = read_text(path)
     run: Run = {}
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):  # a line ends only at "\n"
         if not line.strip():
             continue
         parts = line.split()

@@ -148,3 +148,17 @@ def test_installed_console_script_exits_2_with_one_line(tmp_path):
     assert proc.stderr.strip().splitlines() == [f"searcheval: {tmp_path / 'missing'}: file not found"]
     usage = subprocess.run([str(script), "score"], capture_output=True, text=True)
     assert usage.returncode == 2 and len(usage.stderr.strip().splitlines()) == 1
+
+
+def test_a_line_ends_only_at_newline_in_either_reader(tmp_path, capsys):
+    # "\r\n" endings are fine (the \r is whitespace at the end of a line); a lone \r inside a
+    # line does not start a new one: that line has the fields of two (6 + 6), refused by number
+    qrels = write(tmp_path, "qrels.trec", "1 0 a 1\r\n1 0 b 0\r\n")
+    run = write(tmp_path, "run.trec", "1 Q0 a 1 2.0 t\r\n1 Q0 b 2 1.0 t\r\n")
+    assert main(["score", "--qrels", str(qrels), "--run", str(run), "--metrics", "mrr",
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["means"] == {"mrr": 1.0}
+    run.write_bytes(b"1 Q0 a 1 2.0 t\r1 Q0 b 2 1.0 t\n")
+    assert main(["score", "--qrels", str(qrels), "--run", str(run)]) == 2
+    assert f"run.trec:1: expected 6 columns 'qid Q0 docid rank score tag', got {6 + 6}" in \
+        capsys.readouterr().err
