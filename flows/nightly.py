@@ -27,6 +27,7 @@ from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
 from searcheval.io.collection import collection_hashes
+from searcheval.metrics.engine import parse_metrics
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
@@ -110,6 +111,7 @@ def nightly(
     checked = t.preflight(request)
     try:
         checked.raise_for_problems()
+        metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
         loaded: Collection = checked.collection
         conventions = checked.conventions
         collection, effective = t.judgments(loaded, judgment_rule, max_age_days)

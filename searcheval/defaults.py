@@ -22,6 +22,8 @@ REPLAY_METRICS = ("ndcg@10", "mrr", "precision@10", "recall@20", "map")
 GAIN = "exponential"  # 2^grade - 1; "linear" is trec_eval's
 RELEVANCE_LEVEL = 1  # lowest grade that counts as relevant for MRR, P, R, MAP
 NO_RELEVANT = "one"  # nDCG and Recall of a query with no relevant judgment: one | zero | skip
+RBP_PERSISTENCE = 0.8  # RBP's p when a name does not give one (ir_measures' default)
+ERR_MAX_GRADE = 4  # ERR's stopping probability (2^g - 1) / 2^4, as gdeval (ir_measures' ERR)
 
 # -- the nightly evaluation
 CONFIGURATIONS = ("bm25", "dense", "fused")
