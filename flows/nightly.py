@@ -13,13 +13,14 @@ the runner, the number of shards and the batch size.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
-from searcheval.errors import GateTripped, InputError
+from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
@@ -27,7 +28,7 @@ from searcheval.evaluation.conventions import resolve_conventions
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
 from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
-from searcheval.rankers.registry import check_configurations
+from searcheval.rankers.configs import load_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
@@ -40,7 +41,9 @@ def nightly(
     split: str = defaults.SPLIT,
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
-    configurations: list[str] = list(defaults.CONFIGURATIONS),
+    configurations: list[str] | None = None,
+    configurations_file: str = defaults.CONFIGURATIONS_FILE,
+    overrides: dict[str, Any] | None = None,
     depth: int = defaults.DEPTH,
     metrics: list[str] = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
@@ -65,7 +68,10 @@ def nightly(
 
     `fixtures`, `dataset` (a BEIR, WANDS or fixtures folder, told by its files) or `mapping` (a
     table mapping file) names the inputs; `baseline` the reviewed baseline.json (None: no gate);
-    `label` tags a manual run (e.g. the ranking version). The conventions `gain`,
+    `label` tags a manual run (e.g. the ranking version). `configurations` names entries of
+    `configurations_file` (None: its `run` list); `overrides` changes their parameters for this run, e.g.
+    `{"fused.rrf_k": 20}` or `{"bm25": {"b": 0.5}}` (an overridden configuration has a hash of its
+    own). The conventions `gain`,
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
     searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
@@ -75,7 +81,8 @@ def nightly(
     run_id = new_run_id()
     started = datetime.now(timezone.utc)
     try:
-        check_configurations(configurations)
+        resolved = load_configurations(configurations_file, overrides)
+        selected = resolved.select(configurations)
         parse_metrics(metrics)
         pipeline.check_scale_out(shards, embed_batch)
         collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
@@ -97,18 +104,21 @@ def nightly(
                in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
     embedded = t.index_collection(collection, texts, [b.result() for b in batches], model_path)
     parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
-    futures = {name: [t.run_configuration.submit(name, collection, part, embedded.model, depth)
-                      for part in parts]
-               for name in configurations}
+    futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
+                        for part in parts]
+               for c in selected}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}
+    failures = pipeline.failures_of(runs, selected, len(collection.queries))
 
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    verdict = t.gate(scores, baseline, tolerance)
+    # a run with failed queries beyond what their configuration allows is not gated
+    verdict = None if failures["incomplete"] else t.gate(scores, baseline, tolerance,
+                                                         resolved.served)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -117,7 +127,8 @@ def nightly(
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
-        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
+        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
+        failures=failures, what_ran=pipeline.what_ran(resolved, selected))
     t.publish(result, runs, output)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)
@@ -126,6 +137,8 @@ def nightly(
     if alert is not None:
         alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
         t.send_alert(alert, alert_block)
+    if failures["incomplete"]:
+        raise RunIncomplete(pipeline.incomplete_message(failures), table)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "

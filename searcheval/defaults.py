@@ -24,7 +24,8 @@ RELEVANCE_LEVEL = 1  # lowest grade that counts as relevant for MRR, P, R, MAP
 NO_RELEVANT = "one"  # nDCG and Recall of a query with no relevant judgment: one | zero | skip
 
 # -- the nightly evaluation
-CONFIGURATIONS = ("bm25", "dense", "fused")
+CONFIGURATIONS = ("bm25", "dense", "fused")  # the entries of the shipped configurations file
+CONFIGURATIONS_FILE = "configurations.yaml"
 GATED_CONFIGURATION = "fused"  # what production serves, the one the gate guards
 DEPTH = 100  # results per query
 TOLERANCE = 0.02  # absolute drop of a gated metric that trips the gate

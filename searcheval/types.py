@@ -174,11 +174,17 @@ class Collection:
 
 @dataclass
 class RankedRun:
-    """One configuration's results: query -> [(doc_id, score)] best first, and latency per query."""
+    """One configuration's results: query -> [(doc_id, score)] best first, and latency per query.
+
+    `errors` holds the queries that failed (query -> {"cause", "detail", "attempts"}): a failed
+    query has no result list and is never scored as an empty one. `timing` holds what a backend
+    measured besides the latency (query -> {"round_trip_ms"} for http)."""
 
     configuration: str
     results: dict[str, list[tuple[str, float]]]
     latency_ms: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, dict] = field(default_factory=dict)
+    timing: dict[str, dict] = field(default_factory=dict)
 
     def as_run(self) -> Run:
         return {q: {d: float(s) for d, s in docs} for q, docs in self.results.items()}

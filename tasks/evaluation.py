@@ -27,7 +27,8 @@ from searcheval.evaluation.validation import ValidationReport, validate_collecti
 from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
-from searcheval.rankers.registry import needs_database
+from searcheval.rankers.configs import Configuration
+from searcheval.rankers.registry import needs_database, secret_blocks
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
 
@@ -100,14 +101,32 @@ def index_collection(collection: Collection, texts: list[str],
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
-      task_run_name="run-{configuration}-{shard.number}of{shard.of}")
-def run_configuration(configuration: str, collection: Collection, shard: pipeline.QueryShard,
-                      model: str, k: int) -> RankedRun:
+      task_run_name="run-{configuration.name}-{shard.number}of{shard.of}")
+def run_configuration(configuration: Configuration, collection: Collection,
+                      shard: pipeline.QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries (submitted: may run on a Dask worker); a
-    connection is opened only for a configuration that reads the database."""
+    connection is opened only for a configuration that reads the database. The Prefect Secret
+    blocks it names are read here, handed to the library in memory, never logged or stored."""
     database = open_database() if needs_database(configuration) else nullcontext()
     with database as conn:
-        return pipeline.run_shard(conn, configuration, collection, shard, model, k)
+        return pipeline.run_shard(conn, configuration, collection, shard, model, k,
+                                  secrets=load_secrets(secret_blocks(configuration)))
+
+
+def load_secrets(names: list[str]) -> dict[str, str]:
+    """The values of Prefect Secret blocks by name; a missing block is refused input, naming it."""
+    if not names:
+        return {}
+    from prefect.blocks.system import Secret
+
+    values = {}
+    for name in names:
+        try:
+            values[name] = Secret.load(name).get()
+        except ValueError as exc:
+            raise InputError(f"no Prefect Secret block {name!r} ({type(exc).__name__})",
+                             field="secret") from None
+    return values
 
 
 @task(cache_policy=NO_CACHE)
@@ -123,8 +142,9 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 @task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline: str | None, tolerance: float | None):
-    return pipeline.gate_scores(scores, baseline, tolerance)
+def gate(scores: dict, baseline: str | None, tolerance: float | None,
+         configuration: str | None = None):
+    return pipeline.gate_scores(scores, baseline, tolerance, configuration)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

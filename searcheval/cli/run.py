@@ -11,6 +11,7 @@ from searcheval import defaults
 from searcheval.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_TRIPPED,
     add_collection,
     add_conventions,
@@ -24,8 +25,14 @@ from searcheval.errors import InputError
 
 def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    from searcheval.rankers.configs import load_configurations, parse_assignment
+
+    overrides = dict(parse_assignment(text) for text in args.set or [])
+    names = [c.strip() for c in args.configurations.split(",")] if args.configurations else None
+    # refused here, before Prefect starts, naming the file, the entry and the parameter
+    load_configurations(args.configurations_file, overrides).select(names)
     nightly = import_project_module("flows.nightly").nightly
-    from searcheval.errors import GateTripped
+    from searcheval.errors import GateTripped, RunIncomplete
 
     params = dict(**collection_arguments(args), max_queries=args.max_queries,
                   gain=args.gain, relevance_level=args.relevance_level,
@@ -33,8 +40,11 @@ def cmd_run(args: argparse.Namespace) -> int:
                   baseline=None if args.no_baseline else str(args.baseline),
                   output=str(args.output), label=args.label, tolerance=args.tolerance,
                   alert_block=args.alert_block)
-    if args.configurations:
-        params["configurations"] = [c.strip() for c in args.configurations.split(",")]
+    params["configurations_file"] = str(args.configurations_file)
+    if overrides:
+        params["overrides"] = overrides
+    if names:
+        params["configurations"] = names
     params.update(min_per_category=args.min_per_category, shards=args.shards,
                   embed_batch=args.embed_batch)
     runners = import_project_module("flows.runners")
@@ -50,6 +60,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(exc.table)
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
+    if isinstance(exc, RunIncomplete):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     if isinstance(exc, InputError):
         raise exc
     print(f"searcheval: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -72,7 +86,14 @@ def add_run(sub) -> None:
                    help=f"the reviewed baseline the gate compares with (default {defaults.BASELINE})")
     p.add_argument("--no-baseline", action="store_true", help="score only, no gate")
     p.add_argument("--tolerance", type=float, help="override the baseline's tolerance")
-    p.add_argument("--configurations", help="comma-separated subset of bm25,dense,fused")
+    p.add_argument("--configurations-file", type=Path, default=Path(defaults.CONFIGURATIONS_FILE),
+                   help="the configurations that can run (default "
+                        f"{defaults.CONFIGURATIONS_FILE})")
+    p.add_argument("--configurations", help="comma-separated names from the configurations file "
+                   "(default: its `run` list)")
+    p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
+                   help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
+                        "(repeatable; the value is read as YAML)")
     p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")

@@ -23,7 +23,13 @@ import psycopg
 from searcheval import store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
-from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
+from searcheval.evaluation.alerts import (
+    Alert,
+    coverage_reasons,
+    failure_reasons,
+    gate_reasons,
+    stale_reasons,
+)
 from searcheval.evaluation.baseline import load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
@@ -32,8 +38,8 @@ from searcheval.metrics.engine import Settings
 from searcheval.metrics.scoring import ConfigurationScores, score_run
 from searcheval.metrics.segments import query_segments
 from searcheval.rankers.embeddings import CachedEmbedder, model_fingerprint, model_name
-from searcheval.rankers.fusion import FusionParams
-from searcheval.rankers.registry import run_configuration
+from searcheval.rankers.configs import Configuration
+from searcheval.rankers.registry import RunContext, run_configuration
 from searcheval.types import Collection, Query, RankedRun
 
 
@@ -183,13 +189,15 @@ def query_shards(queries: list[Query], query_vectors: np.ndarray, shards: int) -
             for i, (a, b) in enumerate(bounds, start=1)]
 
 
-def run_shard(conn: psycopg.Connection | None, configuration: str, collection: Collection,
-              shard: QueryShard, model: str, k: int) -> RankedRun:
-    """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
-    the configurations that read the database (`rankers.registry.needs_database`)."""
-    return run_configuration(configuration, conn, collection.name, collection.resources,
-                             shard.queries, shard.query_vectors, model, k=k,
-                             fusion=FusionParams(depth=k))
+def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
+              collection: Collection, shard: QueryShard, model: str, k: int,
+              secrets: dict[str, str] | None = None) -> RankedRun:
+    """One resolved configuration over one shard of the queries, `k` results per query. `conn` is
+    needed by the configurations that read the database (`rankers.registry.needs_database`);
+    `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
+    context = RunContext(conn=conn, catalog=collection.name, resources=collection.resources,
+                         model=model, secrets=secrets or {})
+    return run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
 
 
 def merge_runs(parts: list[RankedRun]) -> RankedRun:
@@ -200,17 +208,22 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
     configuration = parts[0].configuration
     results: dict[str, list[tuple[str, float]]] = {}
     latency: dict[str, float] = {}
+    errors: dict[str, dict] = {}
+    timing: dict[str, dict] = {}
     for i, part in enumerate(parts):
         if part.configuration != configuration:
             raise InputError(f"shard {i + 1} is a {part.configuration!r} run, expected "
                              f"{configuration!r}", field="configuration")
-        shared = [q for q in part.results if q in results]
+        shared = [q for q in [*part.results, *part.errors] if q in results or q in errors]
         if shared:
             raise InputError(f"shard {i + 1} repeats query {shared[0]!r} of an earlier shard",
                              field="results")
         results.update(part.results)
         latency.update(part.latency_ms)
-    return RankedRun(configuration=configuration, results=results, latency_ms=latency)
+        errors.update(part.errors)
+        timing.update(part.timing)
+    return RankedRun(configuration=configuration, results=results, latency_ms=latency,
+                     errors=errors, timing=timing)
 
 
 def segments_of(queries: list[Query]) -> dict[str, list[str]]:
@@ -231,14 +244,65 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
-                tolerance: float | None = None) -> GateResult | None:
-    """The gated configuration against the baseline; None when no baseline is given."""
+                tolerance: float | None = None,
+                configuration: str | None = None) -> GateResult | None:
+    """`configuration` (default: the baseline's) against the baseline; None when no baseline is
+    given or that configuration did not run (e.g. a bm25-only manual run)."""
     if baseline_path is None:
         return None
     baseline = load_baseline(baseline_path)
-    if baseline.configuration not in scores:
-        return None  # the gated configuration was not run (e.g. a bm25-only manual run)
-    return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
+    gated = configuration or baseline.configuration
+    if gated not in scores:
+        return None
+    if gated == baseline.configuration:
+        return check_gate(baseline, scores[gated], tolerance=tolerance)
+    # another configuration (the served one under a new name, a candidate) against the values
+    # the baseline holds: the verdict is that configuration's
+    result = check_gate(baseline, replace(scores[gated], configuration=baseline.configuration),
+                        tolerance=tolerance)
+    return replace(result, configuration=gated)
+
+
+def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
+                queries: int) -> dict:
+    """The failed queries of each configuration, and which configurations failed more queries
+    than they allow (`max_failed_queries`, `max_failed_share`): metrics.json's `failures`."""
+    by_name = {c.name: c for c in configurations}
+    out: dict = {"configurations": {}, "incomplete": []}
+    for name, run in runs.items():
+        allowed = by_name[name].allowed_failures(queries) if name in by_name else 0
+        out["configurations"][name] = {"failed": len(run.errors), "allowed": allowed,
+                                       "queries": queries, "errors": run.errors}
+        if len(run.errors) > allowed:
+            out["incomplete"].append(name)
+    return out
+
+
+def incomplete_message(failures: dict) -> str:
+    """One line: which configurations are incomplete, and the first failure of each."""
+    parts = []
+    for name in failures["incomplete"]:
+        f = failures["configurations"][name]
+        qid, error = next(iter(f["errors"].items()))
+        parts.append(f"{name}: {f['failed']} of {f['queries']} queries failed (allowed "
+                     f"{f['allowed']}); first: query {qid!r}: {error['cause']}")
+    return "run incomplete, not gated: " + "; ".join(parts)
+
+
+def what_ran(configurations, selected: list[Configuration]) -> dict:
+    """The resolved configurations that ran (and those they name), with their hashes."""
+    ran: dict[str, dict] = {}
+
+    def add(c: Configuration) -> None:
+        if c.name not in ran:
+            ran[c.name] = c.resolved()
+            for component in c.components:
+                add(component)
+
+    for c in selected:
+        add(c)
+    return {"configurations_file": configurations.file, "served": configurations.served,
+            "configurations": ran}
 
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
@@ -250,7 +314,7 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
 def alert_for(result: EvaluationResult) -> Alert | None:
     """What to alert on: a tripped gate, a coverage floor missed, stale judgments."""
     reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage) \
-        + stale_reasons(result.validation)
+        + stale_reasons(result.validation) + failure_reasons(result.failures)
     if not reasons:
         return None
     return Alert(run_id=result.run_id, reasons=reasons, where=None)

@@ -36,6 +36,12 @@ class EvaluationResult:
     label: str | None = None  # e.g. the ranking version of a manual run
     conventions: dict = field(default_factory=dict)  # Conventions.to_dict(): values and sources
     queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
+    failures: dict = field(default_factory=dict)  # pipeline.failures_of: failed queries per configuration
+    what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
+
+    @property
+    def incomplete(self) -> list[str]:
+        return list((self.failures or {}).get("incomplete", []))
 
     @property
     def gate_passed(self) -> bool | None:
@@ -66,6 +72,9 @@ class EvaluationResult:
             "coverage": self.coverage,
             "validation": self.validation,
             "embeddings": self.embeddings,
+            "failures": self.failures,
+            "incomplete": self.incomplete,
+            "what_ran": self.what_ran,
         }
 
     # -- history rows -----------------------------------------------------------------------
@@ -78,7 +87,8 @@ class EvaluationResult:
             "gate_passed": self.gate_passed,
             "summary": {"label": self.label, "embeddings": self.embeddings,
                         "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None,
-                        "conventions": self.conventions},
+                        "conventions": self.conventions, "failures": self.failures,
+                        "what_ran": self.what_ran},
         }
 
     def metric_rows(self) -> list[dict]:
@@ -99,7 +109,7 @@ class EvaluationResult:
                     rows.append({"run_id": self.run_id, "configuration": conf,
                                  "category": category, "metric": metric, "value": value,
                                  "ci_low": None, "ci_high": None, "n": None})
-            for name in ("p50", "p95"):
+            for name in ("p50", "p95", "p99"):
                 rows.append({"run_id": self.run_id, "configuration": conf, "category": "all",
                              "metric": f"latency_{name}_ms", "value": s.latency_ms.get(name),
                              "ci_low": None, "ci_high": None, "n": None})
@@ -160,6 +170,10 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    for name in result.incomplete:
+        f = result.failures["configurations"][name]
+        lines.append(f"  incomplete: {name} failed {f['failed']} of {f['queries']} queries "
+                     f"(allowed {f['allowed']}): not gated")
     if result.gate is not None:
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
@@ -184,14 +198,17 @@ def markdown_report(result: EvaluationResult) -> str:
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
+    if result.incomplete:
+        w(f"- **incomplete**: {', '.join(result.incomplete)} failed more queries than allowed; "
+          "the run is not gated\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
             w(f"- {line}\n")
     w("\n## Metrics\n\n")
     metrics = list(next(iter(result.scores.values())).means) if result.scores else []
-    w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms |\n")
-    w("|---|" + "---|" * (len(metrics) + 2) + "\n")
+    w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms | p99 ms |\n")
+    w("|---|" + "---|" * (len(metrics) + 3) + "\n")
     for name, s in result.scores.items():
         cells = []
         for m in metrics:
@@ -201,7 +218,8 @@ def markdown_report(result: EvaluationResult) -> str:
                 cell += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
             cells.append(cell)
         w(f"| {name} | " + " | ".join(cells)
-          + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} |\n")
+          + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} "
+          f"| {_fmt(s.latency_ms.get('p99'), 1)} |\n")
     w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
       "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
       f"queries the `{_policy(result)}` policy.\n")
@@ -224,6 +242,19 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {segment} | {sizes.get(segment, 0)} | "
                   + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
             w("\n")
+    failed = {n: f for n, f in ((result.failures or {}).get("configurations") or {}).items()
+              if f.get("failed")}
+    if failed:
+        w("## Failed queries\n\nA failed query is an error of that query, never a score: it is "
+          "left out of its configuration's metrics.\n\n| configuration | query | cause | "
+          "attempts |\n|---|---|---|---|\n")
+        for name, f in failed.items():
+            for qid, error in list(f["errors"].items())[:FAILED_SHOWN]:
+                w(f"| {name} | {qid} | {_cell(error.get('cause', ''))} "
+                  f"| {error.get('attempts', 1)} |\n")
+            if f["failed"] > FAILED_SHOWN:
+                w(f"| {name} | and {f['failed'] - FAILED_SHOWN} more in metrics.json | | |\n")
+        w("\n")
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:
@@ -270,6 +301,10 @@ def markdown_report(result: EvaluationResult) -> str:
         sources = {c.get("floor_source") for c in result.coverage.values() if c.get("floor_source")}
         if sources:
             w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
+    if result.what_ran:
+        w("\n## What ran\n\n")
+        for line in what_ran_lines(result.what_ran):
+            w(f"- {line}\n")
     noted = [(qid, q) for qid, q in result.queries.items() if _notes(q)]
     if noted:
         w("\n## Query notes\n\nIntent and persona of the golden queries, for whoever reads or "
@@ -285,6 +320,32 @@ def markdown_report(result: EvaluationResult) -> str:
 
 
 NOTED_QUERIES = 50
+FAILED_SHOWN = 20
+
+
+def what_ran_lines(what_ran: dict) -> list[str]:
+    """The "What ran" section of report.md: each configuration with its hash and parameters
+    (secrets are never among them), then the code, versions, model and dataset."""
+    lines = []
+    if what_ran.get("configurations_file"):
+        lines.append(f"configurations file: `{what_ran['configurations_file']}` (served: "
+                     f"{what_ran.get('served')})")
+    for name, c in (what_ran.get("configurations") or {}).items():
+        params = json.dumps(c.get("params", {}), sort_keys=True, separators=(", ", ": "))
+        over = c.get("overridden") or {}
+        lines.append(f"`{name}` ({c.get('kind')}) sha256 `{c.get('sha256', '')[:12]}`"
+                     + (f", overridden: {json.dumps(over, sort_keys=True)}" if over else "")
+                     + f": `{params}`")
+    code = what_ran.get("code") or {}
+    if code:
+        lines.append(f"code: commit `{code.get('commit') or '-'}`"
+                     + (f", **dirty** (diff sha256 `{(code.get('diff_sha256') or '')[:12]}`)"
+                        if code.get("dirty") else ", clean"))
+    for key, label in (("versions", "versions"), ("model", "model"), ("dataset", "dataset")):
+        if what_ran.get(key):
+            lines.append(f"{label}: " + ", ".join(f"{k} `{v}`" for k, v in
+                                                  what_ran[key].items()))
+    return lines
 
 
 def conventions_lines(conventions: dict) -> list[str]:

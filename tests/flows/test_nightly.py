@@ -48,7 +48,7 @@ def test_a_passing_run_publishes_everything(first_run, flow_env, capsys):
     assert set(metrics["configurations"]) == {"bm25", "dense", "fused"}
     for conf in metrics["configurations"].values():
         assert {"ndcg@10", "mrr", "recall@20"} <= set(conf["means"])
-        assert set(conf["latency_ms"]) == {"p50", "p95"}
+        assert set(conf["latency_ms"]) == {"p50", "p95", "p99"}
         assert set(conf["by_category"]) == {"exact-name", "paraphrase", "filtered", "no-result",
                                             "adversarial"}
     assert metrics["embeddings"]["model"] == "all-MiniLM-L6-v2"
