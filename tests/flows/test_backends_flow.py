@@ -1,0 +1,101 @@
+"""The nightly flow with backends (http, python, trec) through `searcheval run`: the whole
+pipeline, incomplete runs (exit 2, published, not gated), and the record of what ran."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from searcheval import load_collection, store
+from searcheval.cli import main
+from searcheval.metrics.engine import evaluate
+from searcheval.store import database
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+COLLECTION = load_collection(fixtures=ROOT / "fixtures")
+METRICS = ["ndcg@10", "mrr", "recall@20"]
+
+
+@pytest.fixture
+def service(example_service):
+    example_service.set_knobs()
+    yield example_service
+    example_service.set_knobs()
+
+
+def http_file(tmp_path: Path, url: str, **entry) -> Path:
+    document = yaml.safe_load((ROOT / "examples" / "configurations" / "native.yaml").read_text())
+    document["configurations"]["native"]["params"]["base_url"] = url
+    document["configurations"]["native"].update(entry)
+    path = tmp_path / "configurations.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def run(tmp_path: Path, *args: str) -> tuple[int, dict | None, Path]:
+    out = tmp_path / "out"
+    code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--output", str(out), *args])
+    metrics = out / "metrics.json"
+    return code, json.loads(metrics.read_text()) if metrics.exists() else None, out
+
+
+def direct_means(service) -> dict:
+    import httpx
+
+    run_ = {}
+    for q in COLLECTION.queries:
+        f = {k: v for k, v in (("network", q.filters.network), ("asset", q.filters.asset),
+                               ("max_price_usd", q.filters.max_price_usd)) if v is not None}
+        body = httpx.get(f"{service.url}/search", params={"q": q.text, "k": 100, **f}).json()
+        run_[q.id] = {h["id"]: h["score"] for h in body["hits"]}
+    return evaluate(COLLECTION.qrels(), run_, METRICS,
+                    query_ids=[q.id for q in COLLECTION.queries]).means
+
+
+def test_an_http_configuration_runs_through_the_whole_flow(service, flow_env, tmp_path):
+    # no capsys here: Prefect's console handler keeps the stream of the first flow run's test
+    path = http_file(tmp_path, service.url)
+    code, metrics, out = run(tmp_path, "--configurations-file", str(path), "--no-baseline")
+    assert code == 0
+    means = metrics["configurations"]["native"]["means"]
+    assert {m: means[m] for m in METRICS} == pytest.approx(direct_means(service), abs=1e-12)
+    assert metrics["incomplete"] == [] and metrics["failures"]["configurations"]["native"][
+        "failed"] == 0
+    assert (out / "runs" / "native.trec").is_file()
+
+
+def test_a_500_on_one_query_makes_the_run_incomplete_exit_2_and_not_gated(service, flow_env,
+                                                                          tmp_path, capsys):
+    query = COLLECTION.queries[2]
+    service.set_knobs(fail_queries={query.text: 500})
+    path = http_file(tmp_path, service.url)
+    code, metrics, out = run(tmp_path, "--configurations-file", str(path),
+                             "--baseline", str(ROOT / "baseline.json"))
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "native" in err[-1] and repr(query.id) in err[-1] and "HTTP 500" in err[-1]
+    # published, with the error listed, and not gated
+    assert metrics["incomplete"] == ["native"]
+    assert metrics["gate"]["passed"] is None
+    failure = metrics["failures"]["configurations"]["native"]
+    assert failure["failed"] == 1 and failure["errors"][query.id]["cause"].startswith("HTTP 500")
+    report = (out / "report.md").read_text()
+    assert "## Failed queries" in report and f"| native | {query.id} | HTTP 500" in report
+    # the failed query is left out of the scores, never scored as empty
+    with database.connect(flow_env) as conn:
+        rows = store.run_query_results(conn, metrics["run_id"])
+    assert query.id not in {r["query_id"] for r in rows}
+    assert len({r["query_id"] for r in rows}) == len(COLLECTION.queries) - 1
+
+
+def test_a_configuration_may_allow_a_number_of_failed_queries(service, flow_env, tmp_path):
+    query = COLLECTION.queries[2]
+    service.set_knobs(fail_queries={query.text: 500})
+    path = http_file(tmp_path, service.url, max_failed_queries=1)
+    code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline")
+    assert code == 0 and metrics["incomplete"] == []
+    assert metrics["failures"]["configurations"]["native"]["failed"] == 1
