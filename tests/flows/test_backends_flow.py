@@ -99,3 +99,72 @@ def test_a_configuration_may_allow_a_number_of_failed_queries(service, flow_env,
     code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline")
     assert code == 0 and metrics["incomplete"] == []
     assert metrics["failures"]["configurations"]["native"]["failed"] == 1
+
+
+RETRIEVER = '''
+import httpx
+
+def retrieve(query, k, base_url, fail_on=None):
+    if query.id == fail_on:
+        raise RuntimeError("index is being rebuilt")
+    f = query.filters
+    params = {"q": query.text, "k": k}
+    params.update({n: v for n, v in (("network", f.network), ("asset", f.asset),
+                                     ("max_price_usd", f.max_price_usd)) if v is not None})
+    return [(h["id"], h["score"]) for h in httpx.get(base_url + "/search", params=params).json()["hits"]]
+'''
+
+
+def test_a_python_retriever_runs_through_the_flow_and_a_failing_call_is_incomplete(
+        service, flow_env, tmp_path, capsys):
+    (tmp_path / "team_search.py").write_text(RETRIEVER)
+    query = COLLECTION.queries[4]
+    path = tmp_path / "configurations.yaml"
+    path.write_text(yaml.safe_dump({"configurations": {"mine": {
+        "kind": "python", "served": True,
+        "params": {"callable": "team_search:retrieve", "python_path": str(tmp_path),
+                   "options": {"base_url": service.url, "fail_on": query.id}}}}}))
+    code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and metrics["incomplete"] == ["mine"]
+    assert repr(query.id) in err[-1] and "RuntimeError: index is being rebuilt" in err[-1]
+    code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline",
+                           "--set", "mine.options.fail_on=none-such")
+    assert code == 0
+    means = metrics["configurations"]["mine"]["means"]
+    assert {m: means[m] for m in METRICS} == pytest.approx(direct_means(service), abs=1e-12)
+
+
+def test_a_trec_file_goes_through_validation_gate_history_report_and_alerts(
+        service, flow_env, tmp_path, webhook, capsys):
+    from searcheval.io.trec import write_trec_run
+    from searcheval.types import RankedRun
+
+    import httpx
+
+    results = {}
+    for q in COLLECTION.queries:
+        f = {k: v for k, v in (("network", q.filters.network), ("asset", q.filters.asset),
+                               ("max_price_usd", q.filters.max_price_usd)) if v is not None}
+        hits = httpx.get(f"{service.url}/search", params={"q": q.text, "k": 100, **f}).json()
+        results[q.id] = [(h["id"], h["score"]) for h in hits["hits"]]
+    write_trec_run(RankedRun("engine", results), tmp_path / "engine.trec")
+    path = tmp_path / "configurations.yaml"
+    path.write_text(yaml.safe_dump({"configurations": {"engine": {
+        "kind": "trec", "served": True, "params": {"path": "engine.trec"}}}}))
+    code, metrics, out = run(tmp_path, "--configurations-file", str(path),
+                             "--baseline", str(ROOT / "baseline.json"))
+    baseline = json.loads((ROOT / "baseline.json").read_text())
+    means = metrics["configurations"]["engine"]["means"]
+    assert means["ndcg@10"] == pytest.approx(direct_means(service)["ndcg@10"], abs=1e-12)
+    # tantivy's BM25 alone is far below what the baseline holds for the served configuration
+    assert means["ndcg@10"] < baseline["metrics"]["ndcg@10"] - 0.02
+    assert code == 1 and metrics["gate"]["passed"] is False
+    assert any(t["metric"] == "ndcg@10" for t in metrics["gate"]["tripped"])
+    assert metrics["configurations"]["engine"]["latency_ms"]["p50"] is None  # a batch run
+    assert "## Gate" in (out / "report.md").read_text()
+    assert webhook.bodies and "gate tripped" in json.dumps(webhook.bodies[-1])
+    with database.connect(flow_env) as conn:
+        row = [r for r in store.last_runs(conn, 20) if r["run_id"] == metrics["run_id"]][0]
+    assert row["gate_passed"] is False
+    assert metrics["validation"]["findings"] is not None
