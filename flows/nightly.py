@@ -12,7 +12,9 @@ the runner, the number of shards and the batch size.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 from prefect import flow, get_run_logger
@@ -21,7 +23,7 @@ from prefect.runtime import flow_run
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
 from searcheval.errors import GateTripped, InputError, RunIncomplete
-from searcheval.evaluation import pipeline
+from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.conventions import resolve_conventions
@@ -32,6 +34,12 @@ from searcheval.rankers.configs import load_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
+
+
+def project_directory() -> Path:
+    """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
+    named = os.environ.get("SEARCHEVAL_PROJECT")
+    return Path(named) if named else Path(__file__).resolve().parents[1]
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
@@ -63,6 +71,7 @@ def nightly(
     no_relevant: str | None = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
+    allow_dirty: bool = True,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -75,12 +84,18 @@ def nightly(
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
     searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run.
+    unset), never from a parameter, so no password is stored with the flow run. The run records
+    what ran (configurations and hashes, git commit and dirty flag, versions, model, dataset);
+    with `allow_dirty` false (the scheduled deployment) a working tree with uncommitted changes
+    is refused, so what the nightly measures is always a commit.
     """
     logger = get_run_logger()
     run_id = new_run_id()
     started = datetime.now(timezone.utc)
+    code = provenance.code_state(project_directory())
     try:
+        if not allow_dirty:
+            provenance.refuse_dirty(code)
         resolved = load_configurations(configurations_file, overrides)
         selected = resolved.select(configurations)
         parse_metrics(metrics)
@@ -128,7 +143,10 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        failures=failures, what_ran=pipeline.what_ran(resolved, selected))
+        failures=failures,
+        what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
+                                       embedded.model, pipeline.model_sha256(model_path),
+                                       collection_hashes(collection)))
     t.publish(result, runs, output)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)

@@ -20,7 +20,7 @@ from prefect.cache_policies import NO_CACHE
 
 from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
-from searcheval.evaluation import pipeline
+from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.validation import ValidationReport, validate_collection
@@ -34,6 +34,7 @@ from searcheval.types import Collection, RankedRun
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
+WHAT_RAN_ARTIFACT = "searcheval-what-ran"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
 
@@ -166,6 +167,33 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                                       f"queries; gate {result.gate.verdict() if result.gate else 'not run'}")
     create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
+    ran = result.what_ran or {}
+    if ran.get("configurations"):
+        code = ran.get("code") or {}
+        create_table_artifact(
+            table=[{"configuration": name, "kind": c["kind"], "sha256": c["sha256"],
+                    "served": c["served"], "overridden": json.dumps(c.get("overridden") or {}),
+                    "commit": code.get("commit"), "dirty": code.get("dirty")}
+                   for name, c in ran["configurations"].items()],
+            key=WHAT_RAN_ARTIFACT,
+            description=f"searcheval run {result.run_id}: what ran (secrets never shown)")
+        tag_flow_run(provenance.tags(ran))
+
+
+def tag_flow_run(tags: list[str]) -> None:
+    """Add the record's tags (configuration@hash, commit, dirty) to this flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if not flow_run.id or not tags:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(flow_run.id)
+            client.update_flow_run(flow_run.id,
+                                   tags=list(dict.fromkeys([*(current.tags or []), *tags])))
+    except Exception as exc:  # noqa: BLE001 - tags are a convenience; the record is published
+        get_run_logger().warning("could not tag the flow run: %s", type(exc).__name__)
 
 
 @task(cache_policy=NO_CACHE)

@@ -306,9 +306,29 @@ def what_ran(configurations, selected: list[Configuration]) -> dict:
 
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
-    """One run row, its metric rows, per-query rows and segment rows, in one transaction."""
+    """One run row, its metric rows, per-query rows and segment rows, and the record of what
+    ran (migration 003), in one transaction."""
+    code = (result.what_ran or {}).get("code") or {}
+    failed = {n: f["failed"] for n, f in
+              ((result.failures or {}).get("configurations") or {}).items()}
+    rows = [{"name": name, "kind": c["kind"], "sha256": c["sha256"], "served": c["served"],
+             "resolved": c, "failed_queries": failed.get(name, 0)}
+            for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
     store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
-                          result.segment_rows())
+                          result.segment_rows(),
+                          what_ran={"git_commit": code.get("commit"),
+                                    "git_dirty": code.get("dirty"),
+                                    "incomplete": bool(result.incomplete),
+                                    "what_ran": result.what_ran},
+                          configuration_rows=rows)
+
+
+def model_sha256(model_path: str | None = None) -> str | None:
+    """The hash of the embedding model's files (weights included), or None without one."""
+    try:
+        return model_fingerprint(model_path)
+    except (InputError, OSError):
+        return None
 
 
 def alert_for(result: EvaluationResult) -> Alert | None:

@@ -341,10 +341,17 @@ def what_ran_lines(what_ran: dict) -> list[str]:
         lines.append(f"code: commit `{code.get('commit') or '-'}`"
                      + (f", **dirty** (diff sha256 `{(code.get('diff_sha256') or '')[:12]}`)"
                         if code.get("dirty") else ", clean"))
-    for key, label in (("versions", "versions"), ("model", "model"), ("dataset", "dataset")):
-        if what_ran.get(key):
-            lines.append(f"{label}: " + ", ".join(f"{k} `{v}`" for k, v in
-                                                  what_ran[key].items()))
+    if what_ran.get("versions"):
+        lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in what_ran["versions"].items()))
+    model = what_ran.get("model") or {}
+    if model:
+        lines.append(f"model: {model.get('name')}, weights sha256 "
+                     f"`{(model.get('weights_sha256') or '-')[:12]}`")
+    dataset = what_ran.get("dataset") or {}
+    if dataset:
+        lines.append(f"dataset: sha256 `{dataset.get('sha256', '')[:12]}` over "
+                     + ", ".join(f"{name} `{h[:12]}`" for name, h in
+                                 (dataset.get("inputs") or {}).items()))
     return lines
 
 

@@ -89,7 +89,8 @@ def test_ranking_change_takes_label_configurations_and_baseline():
 
 #: parameters prefect.yaml sets on purpose to something else than the flow's default (the library's
 #: `searcheval.defaults`): each deployment writes its own output folder and labels its runs.
-OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries"}
+OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries",
+              "allow_dirty"}
 
 
 @pytest.mark.slow

@@ -168,3 +168,58 @@ def test_a_trec_file_goes_through_validation_gate_history_report_and_alerts(
         row = [r for r in store.last_runs(conn, 20) if r["run_id"] == metrics["run_id"]][0]
     assert row["gate_passed"] is False
     assert metrics["validation"]["findings"] is not None
+
+
+def test_every_run_records_what_ran(flow_env, tmp_path):
+    from prefect.client.orchestration import get_client
+
+    code, metrics, out = run(tmp_path, "--no-baseline", "--configurations", "bm25",
+                             "--set", "bm25.b=0.5")
+    assert code == 0
+    ran = metrics["what_ran"]
+    bm25 = ran["configurations"]["bm25"]
+    assert bm25["params"]["b"] == 0.5 and bm25["overridden"] == {"b": 0.5}
+    from searcheval.rankers.configs import load_configurations
+
+    shipped = load_configurations(ROOT / "configurations.yaml")
+    assert bm25["sha256"] == load_configurations(ROOT / "configurations.yaml",
+                                                 {"bm25.b": 0.5})["bm25"].sha256
+    assert bm25["sha256"] != shipped["bm25"].sha256
+    assert ran["code"]["commit"] and isinstance(ran["code"]["dirty"], bool)
+    assert ran["model"]["name"] == "all-MiniLM-L6-v2" and len(ran["model"]["weights_sha256"]) == 64
+    assert set(ran["dataset"]["inputs"]) == {"catalog", "queries", "judgments"}
+    report = (out / "report.md").read_text()
+    assert "## What ran" in report and f"sha256 `{bm25['sha256'][:12]}`" in report
+    with database.connect(flow_env) as conn:
+        rows = store.run_configurations(conn, metrics["run_id"])
+        record = store.run_what_ran(conn, metrics["run_id"])
+    assert [(r["name"], r["sha256"], r["resolved"]["params"]["b"]) for r in rows] \
+        == [("bm25", bm25["sha256"], 0.5)]
+    assert record["git_commit"] == ran["code"]["commit"] and record["incomplete"] is False
+    with get_client(sync_client=True) as client:
+        flow_run = client.read_flow_run(metrics["flow_run_id"])
+    assert f"config:bm25@{bm25['sha256'][:8]}" in flow_run.tags
+    assert f"commit:{ran['code']['commit'][:10]}" in flow_run.tags
+
+
+def test_the_scheduled_settings_refuse_a_dirty_tree(flow_env, tmp_path, monkeypatch):
+    import subprocess
+
+    from flows.nightly import nightly
+    from searcheval.errors import InputError
+
+    for args in (["init", "-q"], ["config", "user.email", "t@example.org"],
+                 ["config", "user.name", "t"]):
+        subprocess.run(["git", "-C", str(tmp_path), *args], check=True)
+    (tmp_path / "edit.py").write_text("x = 1\n")
+    monkeypatch.setenv("SEARCHEVAL_PROJECT", str(tmp_path))
+    subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "c"], check=True)
+    (tmp_path / "edit.py").write_text("x = 2\n")
+    out = tmp_path / "out"
+    state = nightly(fixtures=str(ROOT / "fixtures"), baseline=None, output=str(out),
+                    configurations_file=str(ROOT / "configurations.yaml"),
+                    allow_dirty=False, return_state=True)
+    exc = state.result(raise_on_failure=False)
+    assert isinstance(exc, InputError) and exc.field == "allow_dirty"
+    assert not out.exists()
