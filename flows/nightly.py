@@ -72,6 +72,7 @@ def nightly(
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
     allow_dirty: bool = True,
+    candidate: str | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -87,7 +88,9 @@ def nightly(
     unset), never from a parameter, so no password is stored with the flow run. The run records
     what ran (configurations and hashes, git commit and dirty flag, versions, model, dataset);
     with `allow_dirty` false (the scheduled deployment) a working tree with uncommitted changes
-    is refused, so what the nightly measures is always a commit.
+    is refused, so what the nightly measures is always a commit. `candidate` names an entry
+    to evaluate beside the served one on the same queries: it is the one gated against the
+    baseline, and the queries it made better and worse are listed.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -97,7 +100,7 @@ def nightly(
         if not allow_dirty:
             provenance.refuse_dirty(code)
         resolved = load_configurations(configurations_file, overrides)
-        selected = resolved.select(configurations)
+        selected = pipeline.with_candidate(resolved, configurations, candidate)
         parse_metrics(metrics)
         pipeline.check_scale_out(shards, embed_batch)
         collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
@@ -133,7 +136,9 @@ def nightly(
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
     # a run with failed queries beyond what their configuration allows is not gated
     verdict = None if failures["incomplete"] else t.gate(scores, baseline, tolerance,
-                                                         resolved.served)
+                                                         candidate or resolved.served)
+    side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
+                    if candidate and candidate in scores and resolved.served in scores else None)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -143,7 +148,7 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        failures=failures,
+        failures=failures, candidate=side_by_side,
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),
                                        collection_hashes(collection)))

@@ -30,7 +30,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     overrides = dict(parse_assignment(text) for text in args.set or [])
     names = [c.strip() for c in args.configurations.split(",")] if args.configurations else None
     # refused here, before Prefect starts, naming the file, the entry and the parameter
-    load_configurations(args.configurations_file, overrides).select(names)
+    from searcheval.evaluation.pipeline import with_candidate
+
+    with_candidate(load_configurations(args.configurations_file, overrides), names,
+                   args.candidate)
     nightly = import_project_module("flows.nightly").nightly
     from searcheval.errors import GateTripped, RunIncomplete
 
@@ -45,6 +48,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         params["overrides"] = overrides
     if names:
         params["configurations"] = names
+    if args.candidate:
+        params["candidate"] = args.candidate
     params.update(min_per_category=args.min_per_category, shards=args.shards,
                   embed_batch=args.embed_batch)
     runners = import_project_module("flows.runners")
@@ -91,6 +96,9 @@ def add_run(sub) -> None:
                         f"{defaults.CONFIGURATIONS_FILE})")
     p.add_argument("--configurations", help="comma-separated names from the configurations file "
                    "(default: its `run` list)")
+    p.add_argument("--candidate", metavar="NAME",
+                   help="evaluate NAME beside the served configuration on the same queries, "
+                        "list the queries it made better and worse, and gate it")
     p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
                    help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
                         "(repeatable; the value is read as YAML)")

@@ -338,3 +338,43 @@ def alert_for(result: EvaluationResult) -> Alert | None:
     if not reasons:
         return None
     return Alert(run_id=result.run_id, reasons=reasons, where=None)
+
+
+def with_candidate(configurations, names: list[str] | None, candidate: str | None
+                   ) -> list[Configuration]:
+    """The configurations to run: the named ones (None: the file's `run` list), and with a
+    candidate, the candidate and the served configuration too (on the same queries)."""
+    chosen = [c.name for c in configurations.select(names)]
+    if candidate is not None:
+        configurations.select([candidate])  # refused naming the file when unknown
+        if candidate == configurations.served:
+            raise InputError(f"the candidate {candidate!r} is the served configuration; name "
+                             "another entry (or an override of it under a new name)",
+                             file=configurations.file, field="candidate")
+        chosen += [candidate, configurations.served]
+    return configurations.select(list(dict.fromkeys(chosen)))
+
+
+def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, served: str,
+                      metrics: tuple[str, ...] = ("ndcg@10", "mrr", "recall@20"),
+                      by: str = "ndcg@10", shown: int = 10) -> dict:
+    """The candidate beside the served configuration on the queries both answered: the means,
+    their deltas, and the queries that got better and worse on `by` (largest change first)."""
+    a, b = scores[candidate], scores[served]
+    means = {m: {"served": b.means.get(m), "candidate": a.means.get(m),
+                 "delta": (None if a.means.get(m) is None or b.means.get(m) is None
+                           else a.means[m] - b.means[m])}
+             for m in metrics if m in a.means}
+    better, worse = [], []
+    if by in a.evaluation.values and by in b.evaluation.values:
+        va, vb = a.values(by), b.values(by)
+        for qid in vb:
+            if qid in va and va[qid] == va[qid] and vb[qid] == vb[qid] and va[qid] != vb[qid]:
+                row = {"query_id": qid, "category": b.categories.get(qid),
+                       "served": vb[qid], "candidate": va[qid], "delta": va[qid] - vb[qid]}
+                (better if row["delta"] > 0 else worse).append(row)
+    better.sort(key=lambda r: (-r["delta"], r["query_id"]))
+    worse.sort(key=lambda r: (r["delta"], r["query_id"]))
+    return {"candidate": candidate, "served": served, "metric": by, "means": means,
+            "better": better[:shown], "worse": worse[:shown],
+            "counts": {"better": len(better), "worse": len(worse)}}

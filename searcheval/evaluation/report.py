@@ -38,6 +38,7 @@ class EvaluationResult:
     queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
     failures: dict = field(default_factory=dict)  # pipeline.failures_of: failed queries per configuration
     what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
+    candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
 
     @property
     def incomplete(self) -> list[str]:
@@ -75,6 +76,7 @@ class EvaluationResult:
             "failures": self.failures,
             "incomplete": self.incomplete,
             "what_ran": self.what_ran,
+            "candidate": self.candidate,
         }
 
     # -- history rows -----------------------------------------------------------------------
@@ -170,6 +172,8 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    if result.candidate:
+        lines.extend(candidate_lines(result.candidate))
     for name in result.incomplete:
         f = result.failures["configurations"][name]
         lines.append(f"  incomplete: {name} failed {f['failed']} of {f['queries']} queries "
@@ -255,6 +259,23 @@ def markdown_report(result: EvaluationResult) -> str:
             if f["failed"] > FAILED_SHOWN:
                 w(f"| {name} | and {f['failed'] - FAILED_SHOWN} more in metrics.json | | |\n")
         w("\n")
+    if result.candidate:
+        c = result.candidate
+        w(f"## Candidate\n\n`{c['candidate']}` beside the served `{c['served']}` on the same "
+          "queries; the candidate is the one gated.\n\n| metric | served | candidate | delta |\n"
+          "|---|---|---|---|\n")
+        for metric, m in c["means"].items():
+            w(f"| {metric} | {_fmt(m['served'])} | {_fmt(m['candidate'])} "
+              f"| {_fmt(m['delta'])} |\n")
+        for label in ("better", "worse"):
+            rows = c[label]
+            w(f"\n{c['counts'][label]} queries got {label} on {c['metric']}"
+              + (":\n\n| query | category | served | candidate | delta |\n|---|---|---|---|---|\n"
+                 if rows else ".\n"))
+            for r in rows:
+                w(f"| {r['query_id']} | {r['category']} | {_fmt(r['served'])} "
+                  f"| {_fmt(r['candidate'])} | {_fmt(r['delta'])} |\n")
+        w("\n")
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:
@@ -321,6 +342,18 @@ def markdown_report(result: EvaluationResult) -> str:
 
 NOTED_QUERIES = 50
 FAILED_SHOWN = 20
+
+
+def candidate_lines(c: dict) -> list[str]:
+    """The console's side by side of a candidate and the served configuration."""
+    deltas = ", ".join(f"{m} {_fmt(v['delta'])}" for m, v in c["means"].items()
+                       if v["delta"] is not None)
+    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}"]
+    for label in ("better", "worse"):
+        names = ", ".join(f"{r['query_id']} ({r['delta']:+.3f})" for r in c[label])
+        lines.append(f"  {c['counts'][label]} {label} on {c['metric']}"
+                     + (f": {names}" if names else ""))
+    return lines
 
 
 def what_ran_lines(what_ran: dict) -> list[str]:

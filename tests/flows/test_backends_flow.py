@@ -223,3 +223,27 @@ def test_the_scheduled_settings_refuse_a_dirty_tree(flow_env, tmp_path, monkeypa
     exc = state.result(raise_on_failure=False)
     assert isinstance(exc, InputError) and exc.field == "allow_dirty"
     assert not out.exists()
+
+
+def test_a_candidate_runs_beside_the_served_configuration_and_is_gated(flow_env, tmp_path,
+                                                                        capsys):
+    code, metrics, out = run(tmp_path, "--candidate", "bm25", "--configurations", "bm25",
+                             "--baseline", str(ROOT / "baseline.json"))
+    assert set(metrics["configurations"]) == {"bm25", "fused"}  # the served one came along
+    # bm25 alone is well below the baseline of the served configuration: the candidate trips
+    assert code == 1 and metrics["gate"]["configuration"] == "bm25"
+    side = metrics["candidate"]
+    assert (side["candidate"], side["served"]) == ("bm25", "fused")
+    bm25, fused = (metrics["configurations"][n]["means"]["ndcg@10"] for n in ("bm25", "fused"))
+    assert side["means"]["ndcg@10"]["delta"] == pytest.approx(bm25 - fused, abs=1e-12)
+    import csv
+
+    rows = list(csv.DictReader((out / "per_query.csv").read_text().splitlines()))
+    ndcg = {(r["configuration"], r["query_id"]): float(r["value"]) for r in rows
+            if r["metric"] == "ndcg@10"}
+    worse = {q for (c, q), v in ndcg.items() if c == "bm25" and v < ndcg[("fused", q)] - 1e-6}
+    better = {q for (c, q), v in ndcg.items() if c == "bm25" and v > ndcg[("fused", q)] + 1e-6}
+    assert side["counts"] == {"better": len(better), "worse": len(worse)}
+    assert {r["query_id"] for r in side["worse"]} <= worse and worse
+    assert "## Candidate" in (out / "report.md").read_text()
+    assert "candidate bm25 vs served fused" in capsys.readouterr().out
