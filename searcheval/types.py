@@ -185,6 +185,7 @@ class RankedRun:
     latency_ms: dict[str, float] = field(default_factory=dict)
     errors: dict[str, dict] = field(default_factory=dict)
     timing: dict[str, dict] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # {"requests", "cpu_s"}: what it cost
 
     def as_run(self) -> Run:
         return {q: {d: float(s) for d, s in docs} for q, docs in self.results.items()}

@@ -13,6 +13,7 @@ its own, in the same order.
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -69,6 +70,7 @@ class EmbeddedTexts:
     vectors: np.ndarray
     embedded: int  # distinct texts the model encoded
     from_cache: int  # distinct texts found in the cache
+    seconds: float = 0.0  # time of this batch, cache look-ups and model included
 
 
 def _whole(value: object, at_least: int, field: str) -> int:
@@ -100,10 +102,11 @@ def embed_texts(conn: psycopg.Connection, texts: list[str],
                 model_path: str | None = None) -> EmbeddedTexts:
     """One batch through the cache: only texts never seen before reach the model, and the model
     loads (once per process) only if there are any."""
+    started = time.perf_counter()
     embedder = CachedEmbedder(conn, model_path)
     vectors = embedder.embed(texts)
     return EmbeddedTexts(embedder.model, embedder.fingerprint, vectors, embedder.embedded,
-                         embedder.from_cache)
+                         embedder.from_cache, time.perf_counter() - started)
 
 
 def join_batches(texts: list[str], batches: list[EmbeddedTexts], model: str,
@@ -149,7 +152,8 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
                                        _matrix(vectors, [r.text for r in collection.resources]))
     stats = {"model": model, "documents": documents,
              "embedded": sum(b.embedded for b in batches),
-             "from_cache": sum(b.from_cache for b in batches)}
+             "from_cache": sum(b.from_cache for b in batches),
+             "seconds": sum(b.seconds for b in batches)}
     return Embedded(model=model, query_vectors=_matrix(vectors, [q.text for q in collection.queries]),
                     stats=stats)
 
@@ -210,6 +214,7 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
     latency: dict[str, float] = {}
     errors: dict[str, dict] = {}
     timing: dict[str, dict] = {}
+    usage: dict[str, float] = {}
     for i, part in enumerate(parts):
         if part.configuration != configuration:
             raise InputError(f"shard {i + 1} is a {part.configuration!r} run, expected "
@@ -222,8 +227,10 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
         latency.update(part.latency_ms)
         errors.update(part.errors)
         timing.update(part.timing)
+        for key, value in part.usage.items():
+            usage[key] = usage.get(key, 0.0) + value
     return RankedRun(configuration=configuration, results=results, latency_ms=latency,
-                     errors=errors, timing=timing)
+                     errors=errors, timing=timing, usage=usage)
 
 
 def segments_of(queries: list[Query]) -> dict[str, list[str]]:
@@ -378,3 +385,32 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
     return {"candidate": candidate, "served": served, "metric": by, "means": means,
             "better": better[:shown], "worse": worse[:shown],
             "counts": {"better": len(better), "worse": len(worse)}}
+
+
+def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
+          embeddings: dict, queries: int) -> dict:
+    """What each configuration cost this run at its stated prices (`prices:` of its entry):
+    requests / 1000 * per_1000_requests + CPU seconds * per_cpu_second + documents embedded this
+    run * per_embedded_document (for a configuration that reads vectors; cache hits cost
+    nothing). Per query: the run's cost over the queries it ran. A configuration without prices
+    has a cost of None, and its usage is shown all the same."""
+    from searcheval.rankers.registry import needs_database
+
+    out = {}
+    for c in configurations:
+        run = runs.get(c.name)
+        if run is None:
+            continue
+        requests = run.usage.get("requests", 0.0)
+        cpu_s = run.usage.get("cpu_s", 0.0)
+        embedded = int(embeddings.get("embedded", 0)) if needs_database(c) else 0
+        p = c.prices
+        cost = None
+        if p:
+            cost = (requests / 1000.0 * p.get("per_1000_requests", 0.0)
+                    + cpu_s * p.get("per_cpu_second", 0.0)
+                    + embedded * p.get("per_embedded_document", 0.0))
+        out[c.name] = {"requests": requests, "cpu_s": cpu_s, "embedded": embedded,
+                       "prices": p, "per_run": cost,
+                       "per_query": None if cost is None or not queries else cost / queries}
+    return out

@@ -39,6 +39,7 @@ class EvaluationResult:
     failures: dict = field(default_factory=dict)  # pipeline.failures_of: failed queries per configuration
     what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
     candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
+    cost: dict = field(default_factory=dict)  # pipeline.costs: usage and cost per configuration
 
     @property
     def incomplete(self) -> list[str]:
@@ -77,6 +78,7 @@ class EvaluationResult:
             "incomplete": self.incomplete,
             "what_ran": self.what_ran,
             "candidate": self.candidate,
+            "cost": self.cost,
         }
 
     # -- history rows -----------------------------------------------------------------------
@@ -198,7 +200,8 @@ def markdown_report(result: EvaluationResult) -> str:
     w(f"- model: {result.model}\n")
     if result.embeddings:
         w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
-          f"{result.embeddings.get('from_cache', 0)} from the cache\n")
+          f"{result.embeddings.get('from_cache', 0)} from the cache, "
+          f"{result.embeddings.get('seconds', 0.0):.1f} s\n")
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
@@ -246,6 +249,14 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {segment} | {sizes.get(segment, 0)} | "
                   + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
             w("\n")
+    if result.cost:
+        w("## Cost\n\nUsage of each configuration this run, and its cost at the prices its "
+          "entry states (`prices:`; none stated: -).\n\n| configuration | requests | CPU s "
+          "| documents embedded | cost per run | cost per query |\n|---|---|---|---|---|---|\n")
+        for name, c in result.cost.items():
+            w(f"| {name} | {c['requests']:.0f} | {c['cpu_s']:.3f} | {c['embedded']} "
+              f"| {_money(c['per_run'])} | {_money(c['per_query'])} |\n")
+        w("\n")
     failed = {n: f for n, f in ((result.failures or {}).get("configurations") or {}).items()
               if f.get("failed")}
     if failed:
@@ -342,6 +353,10 @@ def markdown_report(result: EvaluationResult) -> str:
 
 NOTED_QUERIES = 50
 FAILED_SHOWN = 20
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
 
 
 def candidate_lines(c: dict) -> list[str]:

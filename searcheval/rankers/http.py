@@ -317,8 +317,10 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
                 latency[qid] = ms
                 timing[qid] = {"round_trip_ms": round_trip, "attempts": attempts,
                                "total_ms": total}
+    requests = sum(t["attempts"] for t in timing.values()) \
+        + sum(e["attempts"] for e in errors.values())
     return RankedRun(configuration=configuration.name, results=results, latency_ms=latency,
-                     errors=errors, timing=timing)
+                     errors=errors, timing=timing, usage={"requests": float(requests)})
 
 
 KIND = register_kind(Kind(name="http", params=PARAMS, run=run_http, validate=_validate,

@@ -109,8 +109,18 @@ def run_python(configuration, context: RunContext, queries: Sequence[Query], que
     options = configuration.params["options"]
     results, latency, errors = {}, {}, {}
 
+    cpu = [0.0]
+    lock = threading.Lock()
+
     def one(query: Query):
-        started = time.perf_counter()
+        started, thread_cpu = time.perf_counter(), time.thread_time()
+        try:
+            return call(query, started)
+        finally:
+            with lock:
+                cpu[0] += time.thread_time() - thread_cpu
+
+    def call(query: Query, started: float):
         try:
             returned = function(query, k, **options)
             ms = (time.perf_counter() - started) * 1000.0
@@ -129,7 +139,7 @@ def run_python(configuration, context: RunContext, queries: Sequence[Query], que
             else:
                 results[qid], latency[qid] = hits, ms
     return RankedRun(configuration=configuration.name, results=results, latency_ms=latency,
-                     errors=errors)
+                     errors=errors, usage={"cpu_s": cpu[0]})
 
 
 KIND = register_kind(Kind(name="python", params=PARAMS, run=run_python, validate=_validate,

@@ -21,6 +21,7 @@ import hashlib
 import importlib
 import json
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -191,8 +192,12 @@ def run_configuration(configuration: "Configuration", context: RunContext,
     if needs_database(configuration) and (context.conn is None or query_vectors is None):
         raise InputError(f"the {configuration.name} configuration needs the database and query "
                          "vectors", field="configurations")
+    cpu = time.thread_time()
     run = kind.run(configuration, context, queries, query_vectors, k)
-    return replace(run, configuration=configuration.name)
+    usage = dict(run.usage)
+    usage["cpu_s"] = usage.get("cpu_s", 0.0) + time.thread_time() - cpu
+    usage.setdefault("requests", float(len(queries)))
+    return replace(run, configuration=configuration.name, usage=usage)
 
 
 # -- the built-in kinds ----------------------------------------------------------------------

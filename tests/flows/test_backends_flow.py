@@ -174,11 +174,18 @@ def test_every_run_records_what_ran(flow_env, tmp_path):
     from prefect.client.orchestration import get_client
 
     code, metrics, out = run(tmp_path, "--no-baseline", "--configurations", "bm25",
-                             "--set", "bm25.b=0.5")
+                             "--set", "bm25.b=0.5", "--set", "bm25.prices.per_1000_requests=2")
     assert code == 0
     ran = metrics["what_ran"]
     bm25 = ran["configurations"]["bm25"]
-    assert bm25["params"]["b"] == 0.5 and bm25["overridden"] == {"b": 0.5}
+    assert bm25["params"]["b"] == 0.5
+    assert bm25["overridden"] == {"b": 0.5, "prices.per_1000_requests": 2}
+    # cost: 15 queries, one request each, at 2 per 1,000 requests; CPU seconds are measured
+    cost = metrics["cost"]["bm25"]
+    assert cost["requests"] == 15 and cost["cpu_s"] > 0
+    assert cost["per_run"] == pytest.approx(15 / 1000 * 2)
+    assert cost["per_query"] == pytest.approx(15 / 1000 * 2 / 15)
+    assert metrics["embeddings"]["seconds"] >= 0
     from searcheval.rankers.configs import load_configurations
 
     shipped = load_configurations(ROOT / "configurations.yaml")
@@ -190,6 +197,7 @@ def test_every_run_records_what_ran(flow_env, tmp_path):
     assert set(ran["dataset"]["inputs"]) == {"catalog", "queries", "judgments"}
     report = (out / "report.md").read_text()
     assert "## What ran" in report and f"sha256 `{bm25['sha256'][:12]}`" in report
+    assert "| bm25 | 15 |" in report and "## Cost" in report
     with database.connect(flow_env) as conn:
         rows = store.run_configurations(conn, metrics["run_id"])
         record = store.run_what_ran(conn, metrics["run_id"])
