@@ -184,3 +184,22 @@ def test_header_values_come_from_the_environment_and_never_reach_the_configurati
     with pytest.raises(Exception) as err:
         native(service, headers={"Authorization": "Bearer s3cret-value"})
     assert err.value.field == "web.headers.Authorization"
+
+
+def test_the_backend_benchmark_measures_both_clients_at_both_concurrencies(tmp_path, capsys):
+    from searcheval.bench.backend import benchmark_backend
+
+    figures = benchmark_backend(ROOT, queries=16, delay_ms=20, concurrencies=(1, 4),
+                                log_dir=tmp_path)
+    rows = {(r["client"], r["concurrency"]): r for r in figures["rows"]}
+    assert set(rows) == {(c, n) for c in ("searcheval http", "bare httpx") for n in (1, 4)}
+    for r in rows.values():
+        # the service sleeps 20 ms: no round trip is shorter, so no client does more than
+        # concurrency / 20 ms queries per second
+        assert r["round_trip_p50"] >= 20
+        assert r["qps"] <= r["concurrency"] * 1000 / 20
+        assert r["overhead_p50"] >= 0
+    assert figures["speedup"] == pytest.approx(rows[("searcheval http", 4)]["qps"]
+                                               / rows[("searcheval http", 1)]["qps"])
+    out = capsys.readouterr().out
+    assert "goal: concurrency 4 >= 4x" in out and "goal: client overhead p50 < 1 ms" in out
