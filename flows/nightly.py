@@ -31,6 +31,7 @@ from searcheval.evaluation.report import EvaluationResult, console_table, query_
 from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.configs import load_configurations
+from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
@@ -109,6 +110,7 @@ def nightly(
         conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
                                           no_relevant=no_relevant, coverage_floor=coverage_floor,
                                           coverage_k=coverage_k)
+        pipeline.check_documents(collection, selected)
         report = t.validate(collection, max_age_days, min_per_category)
         report.raise_for_errors()
     except InputError as exc:
@@ -116,11 +118,16 @@ def nightly(
                      alert_block)
         raise
 
-    t.seed_catalog(collection)
-    texts = pipeline.collection_texts(collection)
-    batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
-               in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
-    embedded = t.index_collection(collection, texts, [b.result() for b in batches], model_path)
+    if collection.has_catalog:
+        t.seed_catalog(collection)
+    if needs_embeddings(selected):
+        texts = pipeline.collection_texts(collection)
+        batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
+                   in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
+        embedded = t.index_collection(collection, texts, [b.result() for b in batches],
+                                      model_path)
+    else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
+        embedded = pipeline.not_embedded(collection, model_path)
     parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
     futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
                         for part in parts]
@@ -129,6 +136,8 @@ def nightly(
             for name, shard_futures in futures.items()}
     failures = pipeline.failures_of(runs, selected, len(collection.queries))
 
+    documents = pipeline.look_up_documents(runs, selected, collection)
+    report = pipeline.lookup_staleness(report, documents, collection)
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
@@ -148,7 +157,7 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        failures=failures, candidate=side_by_side,
+        failures=failures, candidate=side_by_side, documents=documents,
         cost=pipeline.costs(runs, selected, embedded.stats, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),

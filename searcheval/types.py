@@ -163,6 +163,9 @@ class Collection:
     provenance: dict[str, str] = field(default_factory=dict)  # loader-level convention -> where from
     grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade, as the loader applied it
     digests: dict[str, str] = field(default_factory=dict)  # sha256 of inputs that are no file (SQL)
+    #: False when the dataset has no documents of its own (queries and judgments only): the search
+    #: engine holds them; results then count as judged or unjudged, never as unknown documents
+    has_catalog: bool = True
 
     def qrels(self) -> Qrels:
         """Judgments in the shape ranx, ir_measures and BEIR share: {query: {doc: grade}}."""

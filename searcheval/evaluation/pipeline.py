@@ -414,3 +414,73 @@ def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
                        "prices": p, "per_run": cost,
                        "per_query": None if cost is None or not queries else cost / queries}
     return out
+
+
+def not_embedded(collection: Collection, model_path: str | None = None) -> Embedded:
+    """What a run whose configurations read no vectors has instead of embeddings: nothing
+    embedded, no model loaded (its name only), zero-width query vectors."""
+    return Embedded(model=model_name(model_path),
+                    query_vectors=np.zeros((len(collection.queries), 0), dtype=np.float32),
+                    stats={"model": model_name(model_path), "documents": 0, "embedded": 0,
+                           "from_cache": 0, "seconds": 0.0})
+
+
+def check_documents(collection: Collection, configurations: list[Configuration]) -> None:
+    """Refuse a configuration that searches the catalog (bm25, dense, fused) on a dataset
+    without one (queries and judgments only: the engine holds the documents)."""
+    if collection.has_catalog and collection.resources:
+        return
+    from searcheval.rankers.registry import needs_database
+
+    for c in configurations:
+        if c.kind in ("bm25", "fused") or needs_database(c):
+            raise InputError(f"the {c.name} configuration ({c.kind}) searches the dataset's "
+                             "documents, and this dataset has none: run configurations that "
+                             "hold their own (http, python, trec)", field="configurations")
+
+
+LOOKUP_TOP = 3  # results per query whose titles the report shows
+
+
+def look_up_documents(runs: dict[str, RankedRun], configurations: list[Configuration],
+                      collection: Collection, top: int = LOOKUP_TOP) -> dict:
+    """Each configuration's document lookup over its judged documents and the top `top`
+    results of every query: what the report shows, and what staleness reads."""
+    from searcheval.rankers.documents import look_up
+
+    judged = {j.doc_id for j in collection.judgments}
+    out = {}
+    for c in configurations:
+        if not c.documents or c.name not in runs:
+            continue
+        run = runs[c.name]
+        shown = {qid: [d for d, _ in hits[:top]] for qid, hits in run.results.items()}
+        found = look_up(c.documents, judged | {d for ids in shown.values() for d in ids})
+        out[c.name] = {
+            "looked_up": len(found["documents"]) + len(found["gone"]) + len(found["failed"]),
+            "gone": found["gone"], "failed": found["failed"],
+            "top": {qid: [{"id": d, "title": (found["documents"].get(d) or {}).get("title")}
+                          for d in ids] for qid, ids in shown.items()},
+            "documents": found["documents"]}
+    return out
+
+
+def lookup_staleness(report: ValidationReport, documents: dict,
+                     collection: Collection) -> ValidationReport:
+    """The validation report with the judgments a lookup found gone or changed added as stale
+    (each judgment once, validation's own reason first)."""
+    from searcheval.evaluation.validation import StaleJudgment
+    from searcheval.rankers.documents import stale_from_lookup
+
+    if not documents:
+        return report
+    hashes = {r.id: r.content_hash for r in collection.resources}
+    seen = {(s.query_id, s.doc_id) for s in report.stale}
+    stale = list(report.stale)
+    for found in documents.values():
+        lookup = {"gone": found["gone"], "documents": found["documents"]}
+        for qid, doc_id, reason in stale_from_lookup(lookup, collection.judgments, hashes):
+            if (qid, doc_id) not in seen:
+                seen.add((qid, doc_id))
+                stale.append(StaleJudgment(qid, doc_id, reason))
+    return replace(report, stale=stale)

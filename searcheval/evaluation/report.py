@@ -40,6 +40,7 @@ class EvaluationResult:
     what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
     candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
     cost: dict = field(default_factory=dict)  # pipeline.costs: usage and cost per configuration
+    documents: dict = field(default_factory=dict)  # pipeline.look_up_documents, per configuration
 
     @property
     def incomplete(self) -> list[str]:
@@ -79,6 +80,8 @@ class EvaluationResult:
             "what_ran": self.what_ran,
             "candidate": self.candidate,
             "cost": self.cost,
+            "documents": {name: {k: v for k, v in d.items() if k != "documents"}
+                          for name, d in (self.documents or {}).items()},
         }
 
     # -- history rows -----------------------------------------------------------------------
@@ -333,6 +336,14 @@ def markdown_report(result: EvaluationResult) -> str:
         sources = {c.get("floor_source") for c in result.coverage.values() if c.get("floor_source")}
         if sources:
             w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
+    for name, d in (result.documents or {}).items():
+        w(f"\n## Top results of {name}\n\nTitles from its document lookup ({d['looked_up']} "
+          f"documents looked up; gone: {len(d['gone'])}; failed: {len(d['failed'])}).\n\n"
+          "| query | text | top results |\n|---|---|---|\n")
+        for qid, hits in list(d["top"].items())[:NOTED_QUERIES]:
+            text = (result.queries.get(qid) or {}).get("text", "")
+            w(f"| {qid} | {_cell(text)} | "
+              + "; ".join(_cell(str(h["title"] or h["id"])) for h in hits) + " |\n")
     if result.what_ran:
         w("\n## What ran\n\n")
         for line in what_ran_lines(result.what_ran):

@@ -15,7 +15,8 @@ An entry has a `kind` (a name of `rankers.registry`), its `params` (each checked
 kind's parameters: unknown names, wrong types and values out of range are refused, the defaults
 filled in), an optional `description`, `served`, and what a run may tolerate of it:
 `max_failed_queries` (a count) and `max_failed_share` (a share of the queries), both 0 by default,
-and `prices` (cost per 1,000 requests, per CPU-second).
+`prices` (cost per 1,000 requests, per CPU-second, per embedded document) and `documents` (a
+lookup of the engine's own documents: `rankers.documents`).
 
 Overrides (`--set fused.rrf_k=20`, the flow's `overrides` mapping) change parameters before the
 check, so they are refused the same way. Each configuration's `sha256` is taken over its kind and
@@ -38,7 +39,7 @@ from searcheval.rankers.params import Param, check_value
 
 DEFAULT_FILE = "configurations.yaml"
 ENTRY_KEYS = ("kind", "description", "served", "params", "max_failed_queries",
-              "max_failed_share", "prices")
+              "max_failed_share", "prices", "documents")
 PRICE_KEYS = ("per_1000_requests", "per_cpu_second", "per_embedded_document")
 
 
@@ -57,6 +58,7 @@ class Configuration:
     prices: dict[str, float] = field(default_factory=dict)
     overridden: dict[str, Any] = field(default_factory=dict)  # param path -> value, as given
     components: tuple["Configuration", ...] = ()  # the configurations it names (fused)
+    documents: dict | None = None  # its document lookup (rankers.documents), if any
 
     def allowed_failures(self, queries: int) -> int:
         """How many failed queries of `queries` this configuration tolerates."""
@@ -76,7 +78,8 @@ class Configuration:
                 "overridden": self.overridden,
                 "max_failed_queries": self.max_failed_queries,
                 "max_failed_share": self.max_failed_share, "prices": self.prices,
-                "components": {c.name: c.sha256 for c in self.components}}
+                "components": {c.name: c.sha256 for c in self.components},
+                "documents": self.documents}
 
 
 @dataclass(frozen=True)
@@ -240,14 +243,21 @@ def configurations_from(raw: Mapping[str, Any], file: str,
                                 file)
         prices = check_value(Param("mapping", keys=PRICE_KEYS, item=Param("number", minimum=0)),
                              entry.get("prices") or {}, f"{name}.prices", file)
-        checked[name] = (kind, params, description, served, max_failed, max_share, prices)
+        documents = None
+        if entry.get("documents") is not None:
+            from searcheval.rankers.documents import check_lookup
+
+            documents = check_lookup(entry["documents"], name, file)
+        checked[name] = (kind, params, description, served, max_failed, max_share, prices,
+                         documents)
 
     resolved: dict[str, Configuration] = {}
 
     def resolve(name: str, chain: tuple[str, ...]) -> Configuration:
         if name in resolved:
             return resolved[name]
-        kind, params, description, served, max_failed, max_share, prices = checked[name]
+        kind, params, description, served, max_failed, max_share, prices, documents = \
+            checked[name]
         components = []
         for param, other in kind.references(params).items():
             if other not in checked:
@@ -267,7 +277,8 @@ def configurations_from(raw: Mapping[str, Any], file: str,
         resolved[name] = Configuration(
             name=name, kind=kind.name, params=params, description=description, served=served,
             sha256=sha, max_failed_queries=max_failed, max_failed_share=max_share, prices=prices,
-            overridden=by_path.get(name, {}), components=tuple(components))
+            overridden=by_path.get(name, {}), components=tuple(components),
+            documents=documents)
         return resolved[name]
 
     for name in checked:

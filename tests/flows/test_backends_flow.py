@@ -255,3 +255,54 @@ def test_a_candidate_runs_beside_the_served_configuration_and_is_gated(flow_env,
     assert {r["query_id"] for r in side["worse"]} <= worse and worse
     assert "## Candidate" in (out / "report.md").read_text()
     assert "candidate bm25 vs served fused" in capsys.readouterr().out
+
+
+def test_a_dataset_of_queries_and_judgments_only_with_a_document_lookup(service, flow_env,
+                                                                        tmp_path, capsys):
+    import shutil
+
+    dataset = tmp_path / "golden"
+    dataset.mkdir()
+    for name in ("golden_queries.json", "judgments.csv"):
+        shutil.copy(ROOT / "fixtures" / name, dataset / name)
+    judged = sorted({j.doc_id for j in COLLECTION.judgments})
+    gone, edited = judged[0], judged[1]
+    service.set_knobs(gone_documents=[gone], edited_documents=[edited])
+    path = http_file(tmp_path, service.url,
+                     documents={"url": f"{service.url}/documents/{{id}}",
+                                "content_hash": "content_hash"})
+    out = tmp_path / "out"
+    code = main(["run", "--dataset", str(dataset), "--output", str(out), "--no-baseline",
+                 "--configurations-file", str(path)])
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert code == 0
+    assert "judged@10" in metrics["configurations"]["native"]["means"]
+    stale = {(s["doc_id"], s["reason"]) for s in metrics["validation"]["stale"]["judgments"]}
+    # the gone document's judgments are stale; without a catalog there is no hash to compare
+    # the edited one with
+    assert {d for d, r in stale} == {gone} and {r for d, r in stale} == {"document-gone"}
+    assert metrics["documents"]["native"]["gone"] == [gone]
+    report = (out / "report.md").read_text()
+    assert "## Top results of native" in report
+    first = COLLECTION.queries[0]
+    title = httpx_title(service, metrics["documents"]["native"]["top"][first.id][0]["id"])
+    assert f"| {first.id} | {first.text} | {title}" in report
+    # a configuration that searches the dataset's documents is refused: there are none
+    code = main(["run", "--dataset", str(dataset), "--output", str(tmp_path / "o2"),
+                 "--no-baseline", "--configurations", "bm25"])
+    assert code == 2 and "has none" in capsys.readouterr().err
+    # with the catalog, the edited document's changed hash makes its judgments stale too
+    with_catalog = tmp_path / "with_catalog"
+    shutil.copytree(dataset, with_catalog)
+    shutil.copy(ROOT / "fixtures" / "catalog.json", with_catalog / "catalog.json")
+    code = main(["run", "--dataset", str(with_catalog), "--output", str(tmp_path / "o3"),
+                 "--no-baseline", "--configurations-file", str(path)])
+    metrics = json.loads((tmp_path / "o3" / "metrics.json").read_text())
+    reasons = {(s["doc_id"], s["reason"]) for s in metrics["validation"]["stale"]["judgments"]}
+    assert (edited, "document-changed") in reasons
+
+
+def httpx_title(service, doc_id: str) -> str:
+    import httpx
+
+    return httpx.get(f"{service.url}/documents/{doc_id}").json()["title"]
