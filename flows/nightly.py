@@ -158,7 +158,7 @@ def nightly(
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         failures=failures, candidate=side_by_side, documents=documents,
-        cost=pipeline.costs(runs, selected, embedded.stats, len(collection.queries)),
+        cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),
                                        collection_hashes(collection)))

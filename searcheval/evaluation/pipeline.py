@@ -49,6 +49,7 @@ class Embedded:
     model: str
     query_vectors: np.ndarray
     stats: dict  # {"model", "embedded", "from_cache", "documents"}
+    seconds: float = 0.0  # time of the embedding batches (cache look-ups and model included)
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -152,10 +153,9 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
                                        _matrix(vectors, [r.text for r in collection.resources]))
     stats = {"model": model, "documents": documents,
              "embedded": sum(b.embedded for b in batches),
-             "from_cache": sum(b.from_cache for b in batches),
-             "seconds": sum(b.seconds for b in batches)}
+             "from_cache": sum(b.from_cache for b in batches)}
     return Embedded(model=model, query_vectors=_matrix(vectors, [q.text for q in collection.queries]),
-                    stats=stats)
+                    stats=stats, seconds=sum(b.seconds for b in batches))
 
 
 @dataclass
@@ -388,12 +388,13 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
 
 
 def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
-          embeddings: dict, queries: int) -> dict:
+          embedded: Embedded, queries: int) -> dict:
     """What each configuration cost this run at its stated prices (`prices:` of its entry):
     requests / 1000 * per_1000_requests + CPU seconds * per_cpu_second + documents embedded this
     run * per_embedded_document (for a configuration that reads vectors; cache hits cost
     nothing). Per query: the run's cost over the queries it ran. A configuration without prices
-    has a cost of None, and its usage is shown all the same."""
+    has a cost of None, and its usage is shown all the same. `embedding`: the documents and
+    queries embedded this run and the time it took."""
     from searcheval.rankers.registry import needs_database
 
     out = {}
@@ -403,17 +404,20 @@ def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
             continue
         requests = run.usage.get("requests", 0.0)
         cpu_s = run.usage.get("cpu_s", 0.0)
-        embedded = int(embeddings.get("embedded", 0)) if needs_database(c) else 0
+        embedded_now = int(embedded.stats.get("embedded", 0)) if needs_database(c) else 0
         p = c.prices
         cost = None
         if p:
             cost = (requests / 1000.0 * p.get("per_1000_requests", 0.0)
                     + cpu_s * p.get("per_cpu_second", 0.0)
-                    + embedded * p.get("per_embedded_document", 0.0))
-        out[c.name] = {"requests": requests, "cpu_s": cpu_s, "embedded": embedded,
+                    + embedded_now * p.get("per_embedded_document", 0.0))
+        out[c.name] = {"requests": requests, "cpu_s": cpu_s, "embedded": embedded_now,
                        "prices": p, "per_run": cost,
                        "per_query": None if cost is None or not queries else cost / queries}
-    return out
+    return {"configurations": out,
+            "embedding": {"embedded": int(embedded.stats.get("embedded", 0)),
+                          "from_cache": int(embedded.stats.get("from_cache", 0)),
+                          "seconds": embedded.seconds}}
 
 
 def not_embedded(collection: Collection, model_path: str | None = None) -> Embedded:
@@ -422,7 +426,7 @@ def not_embedded(collection: Collection, model_path: str | None = None) -> Embed
     return Embedded(model=model_name(model_path),
                     query_vectors=np.zeros((len(collection.queries), 0), dtype=np.float32),
                     stats={"model": model_name(model_path), "documents": 0, "embedded": 0,
-                           "from_cache": 0, "seconds": 0.0})
+                           "from_cache": 0})
 
 
 def check_documents(collection: Collection, configurations: list[Configuration]) -> None:

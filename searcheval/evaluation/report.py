@@ -202,9 +202,10 @@ def markdown_report(result: EvaluationResult) -> str:
         w(f"- label: {result.label}\n")
     w(f"- model: {result.model}\n")
     if result.embeddings:
+        seconds = ((result.cost or {}).get("embedding") or {}).get("seconds")
         w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
-          f"{result.embeddings.get('from_cache', 0)} from the cache, "
-          f"{result.embeddings.get('seconds', 0.0):.1f} s\n")
+          f"{result.embeddings.get('from_cache', 0)} from the cache"
+          + (f", {seconds:.1f} s" if seconds is not None else "") + "\n")
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
@@ -252,11 +253,11 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {segment} | {sizes.get(segment, 0)} | "
                   + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
             w("\n")
-    if result.cost:
+    if (result.cost or {}).get("configurations"):
         w("## Cost\n\nUsage of each configuration this run, and its cost at the prices its "
           "entry states (`prices:`; none stated: -).\n\n| configuration | requests | CPU s "
           "| documents embedded | cost per run | cost per query |\n|---|---|---|---|---|---|\n")
-        for name, c in result.cost.items():
+        for name, c in (result.cost.get("configurations") or {}).items():
             w(f"| {name} | {c['requests']:.0f} | {c['cpu_s']:.3f} | {c['embedded']} "
               f"| {_money(c['per_run'])} | {_money(c['per_query'])} |\n")
         w("\n")
