@@ -22,6 +22,8 @@ REPLAY_METRICS = ("ndcg@10", "mrr", "precision@10", "recall@20", "map")
 GAIN = "exponential"  # 2^grade - 1; "linear" is trec_eval's
 RELEVANCE_LEVEL = 1  # lowest grade that counts as relevant for MRR, P, R, MAP
 NO_RELEVANT = "one"  # nDCG and Recall of a query with no relevant judgment: one | zero | skip
+RBP_PERSISTENCE = 0.8  # RBP's p when a name does not give one (ir_measures' default)
+ERR_MAX_GRADE = 4  # ERR's stopping probability (2^g - 1) / 2^4, as gdeval (ir_measures' ERR)
 
 # -- the nightly evaluation
 CONFIGURATIONS = ("bm25", "dense", "fused")  # the entries of the shipped configurations file
@@ -36,9 +38,28 @@ MIN_PER_CATEGORY = 3  # fewest golden queries a category may have
 SHARDS = 1  # query shards per configuration
 EMBED_BATCH = 2048  # texts per embedding task
 
+# -- the ranges a run's options are checked against before any work (evaluation/preflight.py)
+MAX_TOLERANCE = 1.0  # a tolerance is an absolute drop of a metric in [0, 1]
+MAX_DEPTH = 10_000  # results per query, and the k of the judged share
+MAX_SHARDS = 1024
+MAX_EMBED_BATCH = 100_000
+MAX_AGE_LIMIT_DAYS = 36_500  # a hundred years: a larger max_age_days is a typo
+MAX_FIELD_CHARS = 1_000_000  # longest CSV/TSV field read (the csv module's own limit is 131072)
+
 # -- statistics
 PERMUTATIONS = 10_000  # random sign flips of the paired randomization test beyond 16 pairs
 WORST_QUERIES = 5  # queries named per tripped metric
 
 # -- datasets
 WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)
+
+# -- judging
+JUDGMENT_RULE = "median"  # effective grade: each judge's latest, then median | majority | judge:NAME
+JUDGMENT_SOURCES = ("human", "import", "model")
+POOL_DEPTH = 10  # a pool is the unjudged part of each configuration's top k
+POOL_OVERLAP = 0.0  # share of a pool assigned to two judges (agreement needs some)
+AGREEMENT_FLOOR = 0.667  # Krippendorff's alpha (ordinal) below which a run is alerted
+GUIDELINE_VERSION = "1"  # version of the grading guideline the rating page shows
+RATE_PORT = 8765  # `searcheval rate` listens on localhost:RATE_PORT
+RATE_TOKEN_ENV = "SEARCHEVAL_RATE_TOKEN"  # the token a non-loopback rating page requires
+DISAGREEMENTS = 10  # pairs with the largest disagreement listed in the report

@@ -22,9 +22,13 @@ from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
 from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
+from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
+from searcheval.evaluation.preflight import preflight as run_preflight
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
+from searcheval.judging.judgments import Effective, parse_rule
+from searcheval.judging.source import preview_judgments, seed_collection_judgments
 from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
 from searcheval.rankers.configs import Configuration
@@ -35,6 +39,7 @@ from searcheval.types import Collection, RankedRun
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
 WHAT_RAN_ARTIFACT = "searcheval-what-ran"
+REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
 
@@ -49,6 +54,37 @@ def not_refused_input(task, task_run, state) -> bool:
     return False
 
 
+def block_exists(name: str) -> bool:
+    """Whether the Prefect block "type/name" exists (and loads)."""
+    from prefect.blocks.core import Block
+
+    try:
+        Block.load(name)
+    except (ValueError, KeyError):  # Prefect: "Unable to find block document named ..."
+        return False
+    return True
+
+
+@task(cache_policy=NO_CACHE)
+def preflight(request: RunRequest) -> Preflight:
+    """Every input checked before any work (searcheval.evaluation.preflight); never raises for
+    bad input: the flow decides what a refusal does (alert or not) and raises it."""
+    request.block_exists = block_exists
+    return run_preflight(request)
+
+
+@task(cache_policy=NO_CACHE)
+def record_refusal(refused: Refused, scheduled: bool) -> None:
+    """The refusal's report in the UI (every problem found, not only the first): a Prefect
+    artifact, never a file or a row of the history."""
+    lines = "\n".join(f"- {line}" for line in refused.lines())
+    who = ("a scheduled run: alerted" if scheduled else
+           "a manual run: not alerted (it answers whoever started it)")
+    create_markdown_artifact(markdown=f"# searcheval run refused\n\n{who}. Nothing was embedded, "
+                                      f"searched or written.\n\n{lines}\n",
+                             key=REFUSAL_ARTIFACT, description=refused.summary()[:500])
+
+
 @task(cache_policy=NO_CACHE)
 def load_inputs(fixtures: str | None, dataset: str | None, split: str,
                 max_queries: int | None, mapping: str | None = None,
@@ -56,6 +92,21 @@ def load_inputs(fixtures: str | None, dataset: str | None, split: str,
                 grade_scale: list[int] | None = None) -> Collection:
     return load_collection(fixtures=fixtures, dataset=dataset, mapping=mapping, split=split,
                            max_queries=max_queries, grade_map=grade_map, grade_scale=grade_scale)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def judgments(collection: Collection, rule: str,
+              max_age_days: int | None) -> tuple[Collection, Effective]:
+    """The collection with its effective judgments: the stored rows plus the dataset's file
+    (read only: the seed is written by `seed_judgments` once the inputs are accepted)."""
+    with open_database() as conn:
+        return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def seed_judgments(collection: Collection) -> dict:
+    with open_database() as conn:
+        return seed_collection_judgments(conn, collection)
 
 
 def _validation_key(context, parameters) -> str:
@@ -143,7 +194,7 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 @task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline: str | None, tolerance: float | None,
+def gate(scores: dict, baseline, tolerance: float | None,
          configuration: str | None = None):
     return pipeline.gate_scores(scores, baseline, tolerance, configuration)
 
@@ -155,16 +206,17 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
         pipeline.publish_history(conn, result)
     if output:
         write_outputs(result, runs, output)
+    status = result.gate_status()
     rows = []
     for name, s in result.scores.items():
         rows.append({"configuration": name,
                      **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
                      "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
-                     "gate": (result.gate.verdict() if result.gate
-                              and result.gate.configuration == name else "")})
+                     "gate": (status["status"] if result.gate is None
+                              or result.gate.configuration == name else "")})
     create_table_artifact(table=rows, key=METRICS_ARTIFACT,
                           description=f"searcheval run {result.run_id}: means over the golden "
-                                      f"queries; gate {result.gate.verdict() if result.gate else 'not run'}")
+                                      f"queries; {result.gate_line()}"[:2000])
     create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
@@ -200,7 +252,8 @@ def tag_flow_run(tags: list[str]) -> None:
 def send_alert(alert: Alert, block: str | None) -> dict:
     """Webhook (SEARCHEVAL_ALERT_WEBHOOK) and/or a Prefect notification block ("type/name").
 
-    A delivery failure is logged and reported, never raised: the results are already published.
+    A delivery failure is logged and reported, never raised: it changes neither the verdict nor
+    the exit code (the results are already published, or the refusal stands).
     """
     logger = get_run_logger()
     delivered: dict[str, str] = {}
@@ -208,8 +261,9 @@ def send_alert(alert: Alert, block: str | None) -> dict:
     if url:
         try:
             delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
-        except AlertDeliveryError as exc:
-            logger.error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - AlertDeliveryError, or a URL urllib refuses
+            logger.error("alert not delivered: %s", exc if isinstance(exc, AlertDeliveryError)
+                         else f"webhook (SEARCHEVAL_ALERT_WEBHOOK): {type(exc).__name__}")
             delivered["webhook"] = "failed"
     if block:
         try:

@@ -17,6 +17,7 @@ from searcheval.cli.baseline import add_baseline
 from searcheval.cli.benchmark import add_benchmark
 from searcheval.cli.common import EXIT_REFUSED, Parser, option_flags, refusal_line
 from searcheval.cli.history import add_history
+from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
 from searcheval.cli.score import add_score
@@ -25,7 +26,7 @@ from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
-                            add_benchmark, add_replay, add_traces, add_serve]
+                            add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate]
 
 
 def build_parser() -> Parser:
@@ -42,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except InputError as exc:
-        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)  # the last line
         return EXIT_REFUSED
 
 

@@ -26,15 +26,20 @@ from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import (
     Alert,
+    agreement_reasons,
     coverage_reasons,
     failure_reasons,
     gate_reasons,
     stale_reasons,
 )
-from searcheval.evaluation.baseline import load_baseline
+from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
-from searcheval.evaluation.validation import ValidationReport, fresh_judgments
+from searcheval.evaluation.validation import (Finding, StaleJudgment, ValidationReport,
+                                              fresh_judgments)
+from searcheval.judging.agreement import agreement as judge_agreement
+from searcheval.judging.judgments import Effective
+from searcheval.judging.summary import judging_block
 from searcheval.metrics.engine import Settings
 from searcheval.metrics.scoring import ConfigurationScores, score_run
 from searcheval.metrics.segments import query_segments
@@ -59,7 +64,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def seed_catalog(conn: psycopg.Connection, collection: Collection) -> dict:
     """The catalog snapshot in Postgres (one transaction): counts added/changed/removed."""
-    return store.save_catalog(conn, collection.name, collection.resources)
+    return store.save_catalog(conn, collection.catalog_id, collection.resources)
 
 
 @dataclass
@@ -148,7 +153,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     `collection.queries`. The catalog must have been saved first."""
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
-    documents = store.save_doc_vectors(conn, collection.name, model,
+    documents = store.save_doc_vectors(conn, collection.catalog_id, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
     stats = {"model": model, "documents": documents,
@@ -199,7 +204,7 @@ def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
     """One resolved configuration over one shard of the queries, `k` results per query. `conn` is
     needed by the configurations that read the database (`rankers.registry.needs_database`);
     `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
-    context = RunContext(conn=conn, catalog=collection.name, resources=collection.resources,
+    context = RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
                          model=model, secrets=secrets or {})
     return run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
 
@@ -243,6 +248,47 @@ def fresh_collection(collection: Collection, report: ValidationReport) -> Collec
     return replace(collection, judgments=fresh_judgments(collection, report))
 
 
+def with_judging_checks(report: ValidationReport, collection: Collection, effective: Effective,
+                        floor: float) -> ValidationReport:
+    """The validation report plus what the judgments' provenance tells: the pairs it finds stale
+    that the suites cannot see (a recorded content hash that differs from the document's current
+    one), and a warning when the judges' agreement (Krippendorff's alpha) is under `floor`
+    (published and alerted like low coverage; it does not stop the run)."""
+    seen = {(s.query_id, s.doc_id) for s in report.stale}
+    extra = [StaleJudgment(q, d, reason) for (q, d), reason in sorted(effective.stale_pairs.items())
+             if (q, d) not in seen]
+    findings = list(report.findings)
+    a = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
+                        collection.grade_scale, floor=floor)
+    if a["below_floor"]:
+        findings.append(Finding(
+            "judgments", "agreement_floor", "warning",
+            f"expected judges' agreement (Krippendorff's alpha, ordinal) >= {floor:g}; "
+            f"{a['alpha']:.3f} over {a['items']} pair(s) graded by two or more judges",
+            a["items"], [f"{d['query_id']}/{d['doc_id']} {d['grades']}"
+                         for d in a["disagreements"][:5]], "grade",
+            str(collection.sources.get("judgments", f"<{collection.name}>:judgments"))))
+    if not extra and len(findings) == len(report.findings):
+        return report
+    return replace(report, stale=list(report.stale) + extra, findings=findings)
+
+
+def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
+                    metrics: tuple[str, ...], settings: Settings, run_id: str, coverage: dict,
+                    k: int, effective: Effective | None, floor: float) -> dict:
+    """metrics.json's `judging` block: the rule, judges and staleness per judge, agreement,
+    and per configuration judged@k, pool size and bounds (`searcheval.judging.summary`)."""
+    agreement = None
+    if effective is not None:
+        agreement = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
+                                    collection.grade_scale, floor=floor)
+    return judging_block(runs, qrels, [q.id for q in collection.queries], list(metrics), settings,
+                         collection.grade_scale, run_id, coverage, k,
+                         judgments=effective.summary() if effective is not None else None,
+                         agreement=agreement,
+                         latest=effective.latest if effective is not None else None)
+
+
 def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
                metrics: tuple[str, ...] = REPORT_METRICS,
                settings: Settings = Settings()) -> dict[str, ConfigurationScores]:
@@ -250,21 +296,25 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
             for name, run in runs.items()}
 
 
-def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
+def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None,
                 configuration: str | None = None) -> GateResult | None:
-    """`configuration` (default: the baseline's) against the baseline; None when no baseline is
-    given or that configuration did not run (e.g. a bm25-only manual run)."""
-    if baseline_path is None:
+    """`configuration` (default: the baseline's) against the baseline (read by the preflight, or
+    a path); None only when no baseline is given on purpose. A gated configuration that was not
+    run is refused, never a silently open gate (the preflight refuses it before any work)."""
+    if baseline is None:
         return None
-    baseline = load_baseline(baseline_path)
+    if not isinstance(baseline, Baseline):
+        baseline = load_baseline(baseline)
     gated = configuration or baseline.configuration
     if gated not in scores:
-        return None
+        raise InputError(f"the baseline gates {gated!r}, which this run did not run (it ran "
+                         f"{', '.join(scores) or 'nothing'})", file=baseline.path,
+                         field="configuration")
     if gated == baseline.configuration:
         return check_gate(baseline, scores[gated], tolerance=tolerance)
-    # another configuration (the served one under a new name, a candidate) against the values
-    # the baseline holds: the verdict is that configuration's
+    # a candidate against the values the baseline holds for the served configuration: the
+    # verdict is the candidate's
     result = check_gate(baseline, replace(scores[gated], configuration=baseline.configuration),
                         tolerance=tolerance)
     return replace(result, configuration=gated)
@@ -340,8 +390,9 @@ def model_sha256(model_path: str | None = None) -> str | None:
 
 def alert_for(result: EvaluationResult) -> Alert | None:
     """What to alert on: a tripped gate, a coverage floor missed, stale judgments."""
-    reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage) \
-        + stale_reasons(result.validation) + failure_reasons(result.failures)
+    reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage, result.judging) \
+        + stale_reasons(result.validation) + agreement_reasons(result.judging) \
+        + failure_reasons(result.failures)
     if not reasons:
         return None
     return Alert(run_id=result.run_id, reasons=reasons, where=None)
@@ -357,7 +408,7 @@ def with_candidate(configurations, names: list[str] | None, candidate: str | Non
         if candidate == configurations.served:
             raise InputError(f"the candidate {candidate!r} is the served configuration; name "
                              "another entry (or an override of it under a new name)",
-                             file=configurations.file, field="candidate")
+                             field="candidate")
         chosen += [candidate, configurations.served]
     return configurations.select(list(dict.fromkeys(chosen)))
 

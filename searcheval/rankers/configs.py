@@ -99,16 +99,14 @@ class Configurations:
 
     def select(self, names: Iterable[str] | None = None) -> list[Configuration]:
         """The named configurations, each once, in the order given (None: the file's `run` list);
-        an unknown name is refused naming the file."""
+        an unknown name is refused naming the option and the file."""
         chosen = list(dict.fromkeys(self.default_names if names is None else names))
         if not chosen:
-            raise InputError("expected at least one configuration name", file=self.file,
-                             field="configurations")
+            raise InputError("expected at least one configuration name", field="configurations")
         for name in chosen:
-            if name not in self.entries:
-                raise InputError(f"unknown configuration {name!r}; the file has "
-                                 f"{', '.join(self.entries)}", file=self.file,
-                                 field="configurations")
+            if name not in self.entries:  # an option's value: named by its flag / parameter
+                raise InputError(f"unknown configuration {name!r}; {self.file} has "
+                                 f"{', '.join(self.entries)}", field="configurations")
         return [self.entries[name] for name in chosen]
 
 

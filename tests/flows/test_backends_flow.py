@@ -36,6 +36,15 @@ def http_file(tmp_path: Path, url: str, **entry) -> Path:
     return path
 
 
+def baseline_for(tmp_path: Path, configuration: str) -> Path:
+    """The shipped baseline's values, for another served configuration."""
+    document = json.loads((ROOT / "baseline.json").read_text())
+    document["configuration"] = configuration
+    path = tmp_path / f"baseline-{configuration}.json"
+    path.write_text(json.dumps(document))
+    return path
+
+
 def run(tmp_path: Path, *args: str) -> tuple[int, dict | None, Path]:
     out = tmp_path / "out"
     code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--output", str(out), *args])
@@ -74,13 +83,14 @@ def test_a_500_on_one_query_makes_the_run_incomplete_exit_2_and_not_gated(servic
     service.set_knobs(fail_queries={query.text: 500})
     path = http_file(tmp_path, service.url)
     code, metrics, out = run(tmp_path, "--configurations-file", str(path),
-                             "--baseline", str(ROOT / "baseline.json"))
+                             "--baseline", str(baseline_for(tmp_path, "native")))
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
     assert "native" in err[-1] and repr(query.id) in err[-1] and "HTTP 500" in err[-1]
     # published, with the error listed, and not gated
     assert metrics["incomplete"] == ["native"]
-    assert metrics["gate"]["passed"] is None
+    assert metrics["gate"]["passed"] is None and metrics["gate"]["status"] == "NOT GATED"
+    assert "run incomplete" in metrics["gate"]["reason"]
     failure = metrics["failures"]["configurations"]["native"]
     assert failure["failed"] == 1 and failure["errors"][query.id]["cause"].startswith("HTTP 500")
     report = (out / "report.md").read_text()
@@ -153,7 +163,7 @@ def test_a_trec_file_goes_through_validation_gate_history_report_and_alerts(
     path.write_text(yaml.safe_dump({"configurations": {"engine": {
         "kind": "trec", "served": True, "params": {"path": "engine.trec"}}}}))
     code, metrics, out = run(tmp_path, "--configurations-file", str(path),
-                             "--baseline", str(ROOT / "baseline.json"))
+                             "--baseline", str(baseline_for(tmp_path, "engine")))
     baseline = json.loads((ROOT / "baseline.json").read_text())
     means = metrics["configurations"]["engine"]["means"]
     assert means["ndcg@10"] == pytest.approx(direct_means(service)["ndcg@10"], abs=1e-12)
@@ -226,11 +236,12 @@ def test_the_scheduled_settings_refuse_a_dirty_tree(flow_env, tmp_path, monkeypa
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "c"], check=True)
     (tmp_path / "edit.py").write_text("x = 2\n")
     out = tmp_path / "out"
-    state = nightly(fixtures=str(ROOT / "fixtures"), baseline=None, output=str(out),
+    state = nightly(fixtures=str(ROOT / "fixtures"), no_baseline=True, output=str(out),
                     configurations_file=str(ROOT / "configurations.yaml"),
                     allow_dirty=False, return_state=True)
     exc = state.result(raise_on_failure=False)
-    assert isinstance(exc, InputError) and exc.field == "allow_dirty"
+    assert isinstance(exc, InputError)
+    assert [p.field for p in getattr(exc, "problems", [exc])] == ["allow_dirty"]
     assert not out.exists()
 
 
