@@ -81,15 +81,16 @@ def test_schedules_nightly_at_three_replay_at_half_past_ranking_change_never():
 
 def test_ranking_change_takes_label_configurations_and_baseline():
     spec = next(s for s in load_deployment_specs() if s.name == "ranking-change")
-    assert {"label", "configurations", "baseline"} <= set(spec.parameters)
-    assert spec.parameters["configurations"] == ["bm25", "dense", "fused"]
+    assert {"label", "configurations_file", "baseline"} <= set(spec.parameters)
+    assert spec.parameters["configurations_file"] == "configurations.yaml"
     assert spec.parameters["baseline"] == "baseline.json"
     assert (ROOT / spec.parameters["baseline"]).is_file()
 
 
 #: parameters prefect.yaml sets on purpose to something else than the flow's default (the library's
 #: `searcheval.defaults`): each deployment writes its own output folder and labels its runs.
-OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries"}
+OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries",
+              "allow_dirty"}
 
 
 @pytest.mark.slow
@@ -108,7 +109,8 @@ def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
                 continue
             assert value == signature.parameters[name].default, (spec.name, name)
     nightly = inspect.signature(load_flow(load_deployment_specs()[0], ROOT).fn).parameters
-    assert nightly["configurations"].default == list(defaults.CONFIGURATIONS)
+    assert nightly["configurations"].default is None  # the configurations file's `run` list
+    assert nightly["configurations_file"].default == defaults.CONFIGURATIONS_FILE
     assert nightly["baseline"].default == defaults.BASELINE
     assert nightly["fixtures"].default == defaults.FIXTURES
     # None: the dataset's setting (searcheval.yaml), else defaults.COVERAGE_FLOOR (conventions.py)

@@ -190,7 +190,10 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
 
     artifacts = artifacts_of(stack.server, run["id"])
-    assert set(artifacts) == {"searcheval-metrics", "searcheval-report"}
+    assert set(artifacts) == {"searcheval-metrics", "searcheval-report", "searcheval-what-ran"}
+    what_ran = {r["configuration"]: r for r in json.loads(artifacts["searcheval-what-ran"]["data"])}
+    assert {n: r["sha256"] for n, r in what_ran.items()} \
+        == {n: c["sha256"] for n, c in metrics["what_ran"]["configurations"].items()}
     table = artifacts["searcheval-metrics"]
     assert table["type"] == "table"
     rows = {r["configuration"]: r for r in json.loads(table["data"])}
