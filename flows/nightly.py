@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from prefect import flow, get_run_logger
-from prefect.runtime import flow_run
+from prefect.runtime import deployment, flow_run
 
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
@@ -60,6 +60,9 @@ def nightly(
     no_relevant: str | None = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
+    snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
+    snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
+    kind: str | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -68,7 +71,10 @@ def nightly(
     `label` tags a manual run (e.g. the ranking version). The conventions `gain`,
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
-    searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
+    searcheval.defaults. Every run's ranked lists are kept in Postgres to `snapshot_depth`
+    ranks and diffed against the previous run of the dataset; snapshots older than
+    `snapshot_retention` (e.g. 90d; None keeps them) are pruned. `kind` (nightly, manual,
+    candidate) defaults to nightly for a deployment's run, else manual. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
     unset), never from a parameter, so no password is stored with the flow run.
     """
     logger = get_run_logger()
@@ -117,14 +123,21 @@ def nightly(
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
-        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
-    t.publish(result, runs, output)
+        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
+        dataset=collection.name, snapshot_depth=snapshot_depth,
+        kind=kind or ("nightly" if deployment.id else "manual"))
+    published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)
 
     alert = alert_for(result)
     if alert is not None:
-        alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        alert.where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        diff = published["diff"]
+        if diff:
+            alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
+                          + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
+                                           diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation

@@ -16,16 +16,50 @@ from searcheval.store.database import open_database
 HISTORY_METRICS = ("ndcg@10", "mrr", "recall@20")
 
 
-def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None) -> list[dict]:
-    """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value}}."""
+def _git(summary: dict) -> tuple[str | None, bool | None]:
+    """The git commit and dirty flag a run recorded (the record of what ran), if it did."""
+    for block in (summary.get("ran"), summary.get("record"), summary):
+        if isinstance(block, dict) and isinstance(block.get("git"), dict):
+            git = block["git"]
+            return git.get("commit"), git.get("dirty")
+    return summary.get("git_commit"), summary.get("git_dirty")
+
+
+def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None, *,
+                dataset: str | None = None, label: str | None = None,
+                source: str | None = None) -> list[dict]:
+    """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value},
+    dataset, label, source, commit, dirty, baseline_updates: [...]}, filtered by dataset, label
+    and source (nightly, manual, candidate; replay reads the replay history)."""
+    from searcheval.store import snapshots
+
     with open_database(url) as conn:
-        runs = store.last_runs(conn, n)
+        if source == "replay":
+            rows = [r for r in store.last_replay_runs(conn, max(n, 1) * 10)
+                    if label is None or (r.get("summary") or {}).get("label") == label][:n]
+        else:
+            rows = snapshots.find_runs(conn, n=n, dataset=dataset, configuration=configuration,
+                                       label=label, kind=source)
+        updates = snapshots.baseline_updates(conn)
         out = []
-        for run in reversed(runs):
-            metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
-                       if r["configuration"] == configuration and r["category"] == "all"}
+        for run in reversed(rows):
+            if source == "replay":
+                metrics = {r["metric"]: r["value"] for r in store.replay_run_metrics(conn, run["run_id"])
+                           if r["segment"] == "(all)" and r["configuration"] == run["configuration"]}
+                gate, kind, run_label = run["passed"], "replay", (run.get("summary") or {}).get("label")
+            else:
+                metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
+                           if r["configuration"] == configuration and r["category"] == "all"}
+                gate, kind, run_label = run["gate_passed"], run.get("kind"), run.get("label")
+            commit, dirty = _git(run.get("summary") or {})
             out.append({"run_id": run["run_id"], "started_at": run["started_at"],
-                        "gate_passed": run["gate_passed"], "metrics": metrics})
+                        "gate_passed": gate, "metrics": metrics, "dataset": run.get("dataset"),
+                        "label": run_label, "source": kind, "commit": commit, "dirty": dirty})
+    for i, run in enumerate(out):
+        after = out[i - 1]["started_at"] if i else None
+        run["baseline_updates"] = [
+            u for u in updates if (dataset is None or u["dataset"] in (None, dataset))
+            and u["updated_at"] <= run["started_at"] and (after is None or u["updated_at"] > after)]
     return out
 
 
@@ -33,11 +67,14 @@ def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) ->
     if not runs:
         return "no run recorded yet"
     lines = [f"{'run':<26}{'started (UTC)':<18}" + "".join(f"{m:<11}" for m in HISTORY_METRICS)
-             + "gate"]
+             + f"{'gate':<9}{'source':<10}{'commit':<10}{'dirty':<7}label"]
     for r in runs:
         gate = {True: "passed", False: "TRIPPED", None: "-"}[r["gate_passed"]]
-        lines.append(f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
-                     + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS) + gate)
+        dirty = {True: "yes", False: "no", None: "-"}[r.get("dirty")]
+        lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
+                      + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS)
+                      + f"{gate:<9}{r.get('source') or '-':<10}{(r.get('commit') or '-')[:8]:<10}"
+                      + f"{dirty:<7}{r.get('label') or '-'}").rstrip())
     lines.append(f"({configuration}, {len(runs)} runs, oldest first)")
     return "\n".join(lines)
 
@@ -47,7 +84,8 @@ def _fmt(value) -> str:
 
 
 def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Path:
-    """A PNG line chart of the history metrics over the runs; tripped runs marked in red."""
+    """A PNG line chart of the history metrics over the runs; tripped runs marked in red, baseline
+    updates as dashed lines before the first run after them, labels written above their run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,10 +100,16 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
     for i, r in enumerate(runs):
         if r["gate_passed"] is False:
             ax.axvline(i, color="red", alpha=0.3)
+        if r.get("baseline_updates"):
+            ax.axvline(i - 0.5, color="black", linestyle="--", alpha=0.6)
+            ax.text(i - 0.5, 1.02, "baseline", fontsize=6, ha="center")
+        if r.get("label"):
+            ax.annotate(r["label"], (i, 0.03), fontsize=6, rotation=90, ha="center")
     ax.set_xticks(x, [f"{r['started_at']:%m-%d %H:%M}" for r in runs], rotation=45, ha="right",
                   fontsize=7)
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped)")
+    ax.set_ylim(0, 1.08)
+    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped; "
+                 "dashed: baseline updated)", fontsize=9)
     ax.legend(loc="lower left")
     fig.tight_layout()
     fig.savefig(path)

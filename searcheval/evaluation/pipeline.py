@@ -21,7 +21,7 @@ import numpy as np
 import psycopg
 
 from searcheval import store
-from searcheval.defaults import REPORT_METRICS
+from searcheval.defaults import REPORT_METRICS, SNAPSHOT_DEPTH
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
 from searcheval.evaluation.baseline import load_baseline
@@ -241,10 +241,25 @@ def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Pat
     return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
 
 
-def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
-    """One run row, its metric rows, per-query rows and segment rows, in one transaction."""
-    store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
-                          result.segment_rows())
+def publish_history(conn: psycopg.Connection, result: EvaluationResult,
+                    runs: dict[str, RankedRun] | None = None, qrels: dict | None = None) -> int:
+    """One run row, its metric rows, per-query rows and segment rows, and (given `runs`) its
+    snapshot: the ranked lists to `result.snapshot_depth` (default SNAPSHOT_DEPTH) with the grade
+    each document had in `qrels`, all in one transaction. Returns the snapshot rows written."""
+    from searcheval.store import snapshots
+
+    depth = result.snapshot_depth or SNAPSHOT_DEPTH
+    with conn.transaction():
+        store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
+                              result.segment_rows())
+        with conn.cursor() as cur:
+            snapshots.set_run_identity(cur, result.run_id, dataset=result.dataset,
+                                       label=result.label, kind=result.kind,
+                                       depth=None if runs is None else depth)
+            if runs is None:
+                return 0
+            result.snapshot_depth = depth
+            return snapshots.write_ranked_results(cur, result.run_id, runs, qrels or {}, depth)
 
 
 def alert_for(result: EvaluationResult) -> Alert | None:
@@ -253,4 +268,30 @@ def alert_for(result: EvaluationResult) -> Alert | None:
         + stale_reasons(result.validation)
     if not reasons:
         return None
-    return Alert(run_id=result.run_id, reasons=reasons, where=None)
+    from searcheval.evaluation.diff import worst_lines
+
+    return Alert(run_id=result.run_id, reasons=reasons, where=None,
+                 worst=worst_lines(result.diff) if result.diff else [])
+
+
+def diff_configuration(result: EvaluationResult) -> str | None:
+    """Which configuration a run diffs against the previous run: the gated one when it ran."""
+    if result.gate is not None and result.gate.configuration in result.scores:
+        return result.gate.configuration
+    from searcheval.defaults import GATED_CONFIGURATION
+
+    if GATED_CONFIGURATION in result.scores:
+        return GATED_CONFIGURATION
+    return next(iter(result.scores), None)
+
+
+def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:
+    """The published run against the previous run of its dataset (same configuration); None
+    when there is no previous run. Sets `result.diff`."""
+    from searcheval.evaluation.diff import previous_run_diff
+
+    configuration = diff_configuration(result)
+    if configuration is None:
+        return None
+    result.diff = previous_run_diff(conn, result.run_id, configuration)
+    return result.diff

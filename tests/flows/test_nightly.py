@@ -109,6 +109,30 @@ def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, 
     assert doc["embeddings"]["embedded"] == 0
     assert doc["embeddings"]["from_cache"] == 18 + 15
     assert embeddings.load_count == loads
+    # diffed against the previous run of the fixtures (the module's first): nothing changed
+    first_id = first_run[1]["run_id"]
+    assert doc["diff"]["a"]["run_id"] == first_id and doc["diff"]["b"]["run_id"] == doc["run_id"]
+    assert doc["diff"]["headline"] == "0 worse, 0 better, 15 unchanged of 15"
+    assert (tmp_path / doc["run_id"] / "diff.md").read_text().startswith(
+        f"# diff: {first_id}:fused -> {doc['run_id']}:fused")
+    assert "## Against the previous run" in (tmp_path / "report.md").read_text()
+
+
+def test_every_run_keeps_its_ranked_lists_in_postgres(first_run, flow_env):
+    from searcheval.store import snapshots
+
+    _, metrics, out = first_run
+    # depth 100 is the run's depth too: every line of the TREC files is a stored row
+    expected = sum(len((out / "runs" / f"{conf}.trec").read_text().splitlines())
+                   for conf in ("bm25", "dense", "fused"))
+    with database.connect(flow_env) as conn:
+        assert snapshots.count_ranked_results(conn, metrics["run_id"]) == expected
+        row = snapshots.load_run(conn, metrics["run_id"])
+        assert (row["dataset"], row["kind"], row["snapshot_depth"]) == ("fixtures", "manual", 100)
+        fused = snapshots.load_ranked_results(conn, metrics["run_id"], "fused")
+    trec = [line.split() for line in (out / "runs" / "fused.trec").read_text().splitlines()]
+    assert [(d, float(s)) for q, _, d, _, s, _ in trec if q == "q02"] == \
+        [(d, s) for d, s, _ in fused.get("q02", [])]
 
 
 def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_run, flow_env,
