@@ -90,6 +90,8 @@ def nightly(
         conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
                                           no_relevant=no_relevant, coverage_floor=coverage_floor,
                                           coverage_k=coverage_k)
+        baseline, not_gated = pipeline.choose_baseline(baseline, collection,
+                                                       conventions.settings())
         report = t.validate(collection, max_age_days, min_per_category)
         report.raise_for_errors()
     except InputError as exc:
@@ -124,7 +126,7 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        dataset=collection.name, snapshot_depth=snapshot_depth,
+        dataset=collection.name, snapshot_depth=snapshot_depth, not_gated=not_gated,
         kind=kind or ("nightly" if deployment.id else "manual"))
     published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)

@@ -4,12 +4,13 @@ run (from Postgres or from an output folder)."""
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 from searcheval import store
-from searcheval.defaults import GATED_CONFIGURATION
+from searcheval.defaults import GATED_CONFIGURATION, GATED_METRICS
 from searcheval.errors import InputError
-from searcheval.evaluation.baseline import Baseline, baseline_from_values
+from searcheval.evaluation.baseline import Baseline, Provenance, baseline_from_values
 from searcheval.io.files import read_json, read_text
 from searcheval.store.database import open_database
 
@@ -117,12 +118,42 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
     return path
 
 
-def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None) -> Baseline:
+def _configuration_hash(summary: dict, configuration: str) -> str | None:
+    """The hash of the resolved configuration, when the run recorded one."""
+    for block in (summary.get("ran"), summary.get("record"), summary):
+        if not isinstance(block, dict):
+            continue
+        confs = block.get("configurations")
+        if isinstance(confs, dict) and isinstance(confs.get(configuration), dict):
+            entry = confs[configuration]
+            return entry.get("sha256") or entry.get("hash")
+    return None
+
+
+def _conventions(raw: dict | None) -> dict:
+    raw = raw or {}
+    return {k: raw[k] for k in ("gain", "no_relevant", "relevance_level") if k in raw}
+
+
+@dataclass
+class RunForBaseline:
+    """A new baseline made from a run, and what the run was: its gate verdict and dataset."""
+
+    baseline: Baseline
+    gate_passed: bool | None
+    dataset: str | None
+
+
+def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None, *,
+                      provenance: Provenance | None = None) -> RunForBaseline:
     configuration = previous.configuration if previous else GATED_CONFIGURATION
     with open_database(url) as conn:
         runs = [r for r in store.last_runs(conn, 10_000) if r["run_id"] == run_id]
         if not runs:
             raise InputError(f"no run {run_id!r} in the history", field="from_run")
+        from searcheval.store import snapshots
+
+        row = snapshots.load_run(conn, run_id) or runs[0]
         means = {r["metric"]: r["value"] for r in store.run_metrics(conn, run_id)
                  if r["configuration"] == configuration and r["category"] == "all"}
         per_query: dict[str, dict] = {}
@@ -131,11 +162,22 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
                 per_query.setdefault(r["query_id"], {})[r["metric"]] = r["value"]
     if not means:
         raise InputError(f"run {run_id!r} has no metrics for {configuration!r}", field="from_run")
-    return baseline_from_values(configuration, means, per_query, run_id=run_id,
-                                model=runs[0]["model"], previous=previous)
+    summary = row.get("summary") or {}
+    p = provenance or Provenance()
+    p.dataset = row.get("dataset") or summary.get("dataset")
+    p.dataset_fingerprint = dict(row.get("input_hashes") or {})
+    queries = summary.get("queries")
+    p.query_ids = sorted(queries) if queries else (sorted(per_query) if p.dataset else None)
+    p.configuration_hash = _configuration_hash(summary, configuration)
+    p.conventions = {**_conventions(summary.get("conventions")),
+                     "metrics": sorted(m for m in GATED_METRICS if m in means)}
+    baseline = baseline_from_values(configuration, means, per_query, run_id=run_id,
+                                    model=runs[0]["model"], previous=previous, provenance=p)
+    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset)
 
 
-def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Baseline:
+def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
+                         provenance: Provenance | None = None) -> RunForBaseline:
     directory = Path(directory)
     metrics_path = directory / "metrics.json"
     doc, _ = read_json(metrics_path)
@@ -155,6 +197,16 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Ba
             raise InputError("expected a number", file=csv_path, line=line_no,
                              field="value") from None
         per_query.setdefault(row["query_id"], {})[row["metric"]] = value
-    return baseline_from_values(configuration, conf["means"], per_query, run_id=doc["run_id"],
-                                model=(doc.get("embeddings") or {}).get("model"),
-                                previous=previous)
+    p = provenance or Provenance()
+    p.dataset = doc.get("dataset")
+    p.dataset_fingerprint = dict(doc.get("input_hashes") or {})
+    queries = doc.get("queries")
+    p.query_ids = sorted(queries) if queries else None
+    p.configuration_hash = _configuration_hash(doc, configuration)
+    p.conventions = {**_conventions(doc.get("conventions")),
+                     "metrics": sorted(m for m in GATED_METRICS if m in conf["means"])}
+    baseline = baseline_from_values(configuration, conf["means"], per_query,
+                                    run_id=doc["run_id"],
+                                    model=(doc.get("embeddings") or {}).get("model"),
+                                    previous=previous, provenance=p)
+    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset)

@@ -230,6 +230,19 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
             for name, run in runs.items()}
 
 
+def choose_baseline(baseline_path: str | Path | None, collection: Collection,
+                    settings: Settings) -> tuple[str | None, str | None]:
+    """Before anything runs: the path of the baseline this run is gated against and None, or
+    None and why the run is not gated ("no baseline for dataset ..."); refuses (InputError) a
+    baseline of this dataset whose query set or conventions differ from the run's."""
+    from searcheval.evaluation.baseline import resolve_baseline, run_conventions
+
+    baseline, reason = resolve_baseline(
+        baseline_path, collection.name, query_ids=[q.id for q in collection.queries],
+        conventions=run_conventions(settings, ()))
+    return (baseline.path if baseline is not None else None), reason
+
+
 def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
                 tolerance: float | None = None) -> GateResult | None:
     """The gated configuration against the baseline; None when no baseline is given."""

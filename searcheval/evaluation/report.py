@@ -42,6 +42,7 @@ class EvaluationResult:
     kind: str | None = None  # nightly | manual | candidate
     snapshot_depth: int | None = None  # ranks of each list stored in Postgres (None: not stored)
     diff: dict | None = None  # the diff against the previous run (evaluation.diff), when there is one
+    not_gated: str | None = None  # why no gate ran ("no baseline for dataset ...")
 
     @property
     def gate_passed(self) -> bool | None:
@@ -55,7 +56,8 @@ class EvaluationResult:
 
     def metrics_document(self) -> dict:
         """`metrics.json`: the contract of DESIGN.md, extended, never renamed."""
-        gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": []}
+        gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": [],
+                                                      "reason": self.not_gated}
         return {
             "run_id": self.run_id,
             "flow_run_id": self.flow_run_id,
@@ -189,6 +191,8 @@ def console_table(result: EvaluationResult) -> str:
         if result.gate.stale_baseline:
             lines.append("  note: improved beyond the tolerance; the baseline is stale "
                          "(searcheval baseline update)")
+    elif result.not_gated and not result.not_gated.startswith("no baseline (--no-baseline)"):
+        lines.append(f"gate: NOT GATED: {result.not_gated}")
     return "\n".join(lines)
 
 
@@ -207,6 +211,8 @@ def markdown_report(result: EvaluationResult) -> str:
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
+    elif result.not_gated:
+        w(f"- gate: **NOT GATED**: {result.not_gated}\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):

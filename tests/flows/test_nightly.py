@@ -211,3 +211,44 @@ def test_a_failing_webhook_is_retried_and_never_loses_the_results(first_run, flo
     assert run_cli(ROOT / "fixtures", tampered, tmp_path / "out") == 1
     assert run_count(flow_env) == before + 1
     assert len(webhook.bodies) == 1 and webhook.fail_next == 0
+
+
+def test_unchanged_code_passes_at_tolerance_0_against_its_own_baseline(first_run, flow_env,
+                                                                       tmp_path, capsys):
+    _, metrics, out = first_run
+    own = tmp_path / "baseline.json"
+    assert main(["baseline", "update", "--from-output", str(out), "--baseline", str(own),
+                 "--reason", "test"]) == 0
+    assert json.loads(own.read_text())["from_run"] == metrics["run_id"]
+    assert run_cli(ROOT / "fixtures", own, tmp_path / "out", "--tolerance", "0") == 0
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["gate"]["passed"] is True and doc["gate"]["tolerance"] == 0
+    assert all(c["delta"] == 0 for c in doc["gate"]["compared"].values())
+
+
+def test_a_run_with_other_conventions_than_the_baseline_is_refused_before_anything_is_written(
+        first_run, flow_env, tmp_path, capsys):
+    before = run_count(flow_env)
+    code = run_cli(ROOT / "fixtures", ROOT / "baseline.json", tmp_path / "out", "--gain", "linear")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == ("searcheval: " + str(ROOT / "baseline.json") + " field 'conventions.gain': "
+                       "the baseline was scored with gain 'exponential', this run with 'linear'")
+    assert run_count(flow_env) == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_without_a_baseline_is_published_as_not_gated(first_run, flow_env, tmp_path,
+                                                                capsys, monkeypatch):
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("catalog.json", "golden_queries.json", "judgments.csv"):
+        (other / name).write_bytes((ROOT / "fixtures" / name).read_bytes())
+    monkeypatch.chdir(ROOT)  # the default baseline.json is the fixtures'
+    code = main(["run", "--dataset", str(other), "--configurations", "bm25,fused", "--output",
+                 str(tmp_path / "out")])
+    assert code == 0
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["dataset"] == "other" and doc["gate"]["passed"] is None
+    assert doc["gate"]["reason"].startswith("no baseline for dataset 'other'")
+    assert "gate: NOT GATED: no baseline for dataset 'other'" in capsys.readouterr().out
