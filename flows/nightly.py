@@ -116,7 +116,7 @@ def nightly(
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    verdict = t.gate(scores, baseline, tolerance)
+    verdict = t.gate(scores, baseline, tolerance, collection.name)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),

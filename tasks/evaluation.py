@@ -124,9 +124,19 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
     return pipeline.score_runs(runs, collection, qrels, metrics, settings)
 
 
-@task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline: str | None, tolerance: float | None):
-    return pipeline.gate_scores(scores, baseline, tolerance)
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def gate(scores: dict, baseline: str | None, tolerance: float | None,
+         dataset: str | None = None):
+    """The gate; the spread of per-query differences for the minimum detectable effect comes
+    from the dataset's history in Postgres when there is one."""
+    spread = {}
+    if baseline is not None and dataset is not None:
+        from searcheval.evaluation.baseline import load_baseline
+
+        with open_database() as conn:
+            spread = {m: pipeline.history_spread(conn, dataset, m)
+                      for m in load_baseline(baseline).metrics}
+    return pipeline.gate_scores(scores, baseline, tolerance, spread)
 
 
 def artifact_key(*parts: str | None) -> str:

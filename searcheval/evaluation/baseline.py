@@ -40,6 +40,8 @@ class Baseline:
     created_by: str | None = None  # who ran `baseline update`
     reason: str | None = None  # why
     accepted_regression: str | None = None  # the reason a tripped run was accepted
+    # per-query rules next to the means: [{"metric", "category"?, "max_drop"?, "max_worse"?}]
+    query_rules: list[dict[str, Any]] = field(default_factory=list)
     path: str | None = None
 
     def to_json(self) -> dict:
@@ -106,8 +108,48 @@ def load_baseline(path: str | Path) -> Baseline:
         created_by=data.get("created_by"),
         reason=data.get("reason"),
         accepted_regression=data.get("accepted_regression"),
+        query_rules=_query_rules(data.get("query_rules"), path),
         path=str(path),
     )
+
+
+def _query_rules(raw: Any, path: Path) -> list[dict[str, Any]]:
+    """`query_rules`: each {"metric", "category" (optional: all queries), "max_drop" (no query
+    may fall by more than this), "max_worse" (at most this many queries worse)}."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError("expected a list of rules {metric, category, max_drop, max_worse}",
+                         file=path, field="query_rules")
+    rules = []
+    for i, rule in enumerate(raw):
+        where = f"query_rules[{i}]"
+        if not isinstance(rule, dict) or "metric" not in rule:
+            raise InputError("expected an object with a metric", file=path, field=where)
+        unknown = sorted(set(rule) - {"metric", "category", "max_drop", "max_worse"})
+        if unknown:
+            raise InputError(f"unknown key(s) {unknown}; expected metric, category, max_drop, "
+                             "max_worse", file=path, field=where)
+        try:
+            parse_metric(rule["metric"])
+        except InputError as exc:
+            raise InputError(exc.message, file=path, field=f"{where}.metric") from None
+        if "max_drop" not in rule and "max_worse" not in rule:
+            raise InputError("expected max_drop and/or max_worse", file=path, field=where)
+        if "max_drop" in rule:
+            drop = _number(rule["max_drop"], path, f"{where}.max_drop")
+            if drop < 0:
+                raise InputError(f"expected max_drop >= 0, got {drop}", file=path,
+                                 field=f"{where}.max_drop")
+        worse = rule.get("max_worse")
+        if "max_worse" in rule and (isinstance(worse, bool) or not isinstance(worse, int)
+                                    or worse < 0):
+            raise InputError(f"expected a whole number >= 0, got {worse!r}", file=path,
+                             field=f"{where}.max_worse")
+        if rule.get("category") is not None and not isinstance(rule["category"], str):
+            raise InputError("expected a category name", file=path, field=f"{where}.category")
+        rules.append(dict(rule))
+    return rules
 
 
 def _query_ids(raw: Any, path: Path) -> list[str] | None:
@@ -212,6 +254,7 @@ def baseline_from_values(configuration: str, means: dict[str, float | None],
         tolerance=previous.tolerance if previous else TOLERANCE,
         floors=dict(previous.floors) if previous else {},
         category_floors=dict(previous.category_floors) if previous else {},
+        query_rules=[dict(r) for r in previous.query_rules] if previous else [],
         per_query={q: {m: clean(v) for m, v in vals.items() if m in metrics}
                    for q, vals in sorted(per_query.items())},
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),

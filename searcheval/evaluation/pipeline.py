@@ -243,15 +243,75 @@ def choose_baseline(baseline_path: str | Path | None, collection: Collection,
     return (baseline.path if baseline is not None else None), reason
 
 
+def configuration_spread(scores: dict[str, ConfigurationScores], metric: str
+                         ) -> tuple[float | None, str]:
+    """The spread of per-query differences between this run's configurations (every pair)."""
+    from itertools import combinations
+
+    from searcheval.metrics.stats import pooled_sd
+
+    names = [n for n in scores if metric in scores[n].evaluation.values]
+    sets = [scores[b].evaluation.values[metric] - scores[a].evaluation.values[metric]
+            for a, b in combinations(names, 2)
+            if scores[a].evaluation.query_ids == scores[b].evaluation.query_ids]
+    sd, used = pooled_sd(sets)
+    return sd, f"the differences between this run's configurations ({', '.join(names)})"
+
+
+def history_spread(conn: psycopg.Connection, dataset: str | None, metric: str,
+                   runs: int = 20) -> tuple[float | None, str]:
+    """The spread of per-query differences seen in the history of `dataset` (topic-set-size
+    design): between the configurations of each of the last `runs` runs, and between consecutive
+    runs of each configuration. Pairs that did not differ at all are left out."""
+    from itertools import combinations
+
+    from searcheval.metrics.stats import pooled_sd
+    from searcheval.store import snapshots
+
+    if dataset is None:
+        return None, ""
+    rows = snapshots.find_runs(conn, n=runs, dataset=dataset)
+    values: list[dict[str, dict[str, float]]] = []  # per run: configuration -> query -> value
+    for run in rows:
+        per: dict[str, dict[str, float]] = {}
+        for r in store.run_query_results(conn, run["run_id"]):
+            if r["metric"] == metric and r["value"] is not None:
+                per.setdefault(r["configuration"], {})[r["query_id"]] = r["value"]
+        values.append(per)
+
+    def differences(x: dict[str, float], y: dict[str, float]) -> np.ndarray:
+        shared = sorted(set(x) & set(y))
+        return np.array([y[q] - x[q] for q in shared], dtype=np.float64)
+
+    sets = [differences(per[a], per[b]) for per in values for a, b in combinations(sorted(per), 2)]
+    sets += [differences(older[c], newer[c]) for newer, older in zip(values, values[1:])
+             for c in newer if c in older]
+    sd, used = pooled_sd(sets)
+    if sd is None:
+        return None, ""
+    return sd, (f"the history of {dataset}: {used} pairs of configurations and runs over the "
+                f"last {len(values)} runs")
+
+
 def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
-                tolerance: float | None = None) -> GateResult | None:
-    """The gated configuration against the baseline; None when no baseline is given."""
+                tolerance: float | None = None,
+                spread: dict[str, tuple[float | None, str]] | None = None) -> GateResult | None:
+    """The gated configuration against the baseline; None when no baseline is given. `spread`
+    (metric -> (sd, source), e.g. `history_spread`) feeds the minimum detectable effect; a metric
+    without one takes the spread between this run's configurations."""
     if baseline_path is None:
         return None
     baseline = load_baseline(baseline_path)
     if baseline.configuration not in scores:
         return None  # the gated configuration was not run (e.g. a bm25-only manual run)
-    return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
+    spread = dict(spread or {})
+    for metric in baseline.metrics:
+        if not (spread.get(metric) or (None,))[0] and metric in scores[baseline.configuration].means:
+            estimate = configuration_spread(scores, metric)
+            if estimate[0]:
+                spread[metric] = estimate
+    return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance,
+                      spread=spread)
 
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult,

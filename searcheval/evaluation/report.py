@@ -188,6 +188,10 @@ def console_table(result: EvaluationResult) -> str:
     if result.gate is not None:
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
+        for metric in dict.fromkeys(t.metric for t in result.gate.tripped):
+            st = result.gate.statistics.get(metric)
+            if st:
+                lines.append("  " + "; ".join(st["lines"][:2]))
         if result.gate.stale_baseline:
             lines.append("  note: improved beyond the tolerance; the baseline is stale "
                          "(searcheval baseline update)")
@@ -261,9 +265,12 @@ def markdown_report(result: EvaluationResult) -> str:
             for t in gate.tripped:
                 w(f"| {t.metric} | {t.category or 'all'} | {_fmt(t.baseline)} | {_fmt(t.value)} "
                   f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
-            w("\nA p-value above 0.05 means this query set alone cannot tell the drop from noise.\n")
         else:
             w("No gated metric dropped by more than the tolerance.\n")
+        if gate.statistics:
+            w("\n### What this query set can tell\n\n")
+            for metric, st in gate.statistics.items():
+                w(f"- **{metric}**: " + "; ".join(st["lines"]) + "\n")
         if gate.improved:
             w("\nImproved beyond the tolerance: "
               + ", ".join(f"{t.metric} {_fmt(t.delta)}" for t in gate.improved)

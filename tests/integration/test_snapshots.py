@@ -225,3 +225,17 @@ def test_pytrec_eval_rescores_a_full_precision_file_exactly(tmp_path):
     rounded = {q: {d: round(s, 6) for d, s in docs.items()} for q, docs in run.as_run().items()}
     worse = pytrec_eval.RelevanceEvaluator(NEAR_TIES_QRELS, measures).evaluate(rounded)
     assert worse["q1"]["recip_rank"] == 1 / 2
+
+
+def test_the_spread_of_per_query_differences_is_estimated_from_the_history(two_runs):
+    from searcheval.evaluation.pipeline import history_spread
+
+    url, _ = two_runs
+    with database.connect(url) as conn:
+        sd, source = history_spread(conn, "toy", "mrr")
+        assert history_spread(conn, "unknown", "mrr") == (None, "")
+    # one configuration, two runs: the differences run-b - run-a are q1 1/3 - 1, q2 1 - 1/2, q3 0
+    d = [1 / 3 - 1, 1 - 1 / 2, 0.0]
+    mean = sum(d) / 3
+    assert sd == pytest.approx(math.sqrt(sum((x - mean) ** 2 for x in d) / 2))
+    assert source == "the history of toy: 1 pairs of configurations and runs over the last 2 runs"
