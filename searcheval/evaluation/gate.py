@@ -42,7 +42,10 @@ class Trip:
     queries: list[str] = field(default_factory=list)  # the queries a per-query rule names
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not data["queries"]:
+            data.pop("queries")  # only per-query rules name queries
+        return data
 
     def describe(self) -> str:
         where = f" [{self.category}]" if self.category else ""
