@@ -239,3 +239,45 @@ def test_the_spread_of_per_query_differences_is_estimated_from_the_history(two_r
     mean = sum(d) / 3
     assert sd == pytest.approx(math.sqrt(sum((x - mean) ** 2 for x in d) / 2))
     assert source == "the history of toy: 1 pairs of configurations and runs over the last 2 runs"
+
+
+def test_benchmark_snapshots_runs_small_and_reports_both_goals(database_url):
+    from searcheval.bench.snapshots import benchmark_snapshots
+
+    lines: list[str] = []
+    figures = benchmark_snapshots(database_url, queries=6, depth=4, repeat=1, say=lines.append)
+    assert figures["rows"] == 6 * 3 * 4
+    assert {"store_copy_s", "store_insert_s", "diff_s", "read_trec_s"} <= set(figures)
+    assert lines[0] == "storing 72 ranked rows (6 queries x 3 configurations x depth 4), best of 1:"
+    assert lines[-1].startswith("goals: storing < 1 s: ")
+    assert main(["benchmark", "snapshots", "--queries", "0"]) == 2
+
+
+def test_history_filters_and_columns_and_baseline_updates_on_the_chart(two_runs, tmp_path,
+                                                                       capsys):
+    from searcheval.evaluation.history import recent_runs
+
+    url, _ = two_runs
+    assert main(["history", "--dataset", "toy", "--output", str(tmp_path), "--database-url",
+                 url]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split()[-5:] == ["gate", "source", "commit", "dirty", "label"]
+    assert [line.split()[0] for line in lines[1:3]] == ["run-a", "run-b"]
+    assert lines[1].split()[-4:] == ["manual", "-", "-", "-"]  # source, commit, dirty, label
+    for flags in (["--dataset", "other"], ["--label", "v2"], ["--source", "nightly"]):
+        assert main(["history", *flags, "--output", str(tmp_path), "--database-url", url]) == 0
+        assert capsys.readouterr().out.strip() == "no run recorded yet"
+    with database.connect(url) as conn:
+        conn.execute("UPDATE eval_runs SET label = 'v2' WHERE run_id = 'run-b'")
+        snapshots.record_baseline_update(conn, dataset="toy", configuration="fused",
+                                         from_run="run-a", path="baseline.json", who="me",
+                                         reason="why", accepted_regression=False)
+        conn.execute("UPDATE baseline_updates SET updated_at = %(t)s",
+                     {"t": T0 + timedelta(hours=12)})
+    runs = recent_runs(10, "fused", url, dataset="toy")
+    assert [r["label"] for r in runs] == [None, "v2"]
+    assert [len(r["baseline_updates"]) for r in runs] == [0, 1]  # between run-a and run-b
+    assert [r["run_id"] for r in recent_runs(10, "fused", url, label="v2")] == ["run-b"]
+    assert main(["history", "--dataset", "toy", "--output", str(tmp_path), "--database-url",
+                 url]) == 0
+    assert (tmp_path / "history.png").read_bytes()[:4] == b"\x89PNG"
