@@ -36,7 +36,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.configurations:
         params["configurations"] = [c.strip() for c in args.configurations.split(",")]
     params.update(min_per_category=args.min_per_category, shards=args.shards,
-                  embed_batch=args.embed_batch)
+                  embed_batch=args.embed_batch, snapshot_depth=args.snapshot_depth)
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
@@ -77,6 +77,9 @@ def add_run(sub) -> None:
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--snapshot-depth", type=int, default=defaults.SNAPSHOT_DEPTH,
+                   help="ranks of each ranked list kept in Postgres for diffs "
+                        f"(default {defaults.SNAPSHOT_DEPTH})")
     p.add_argument("--alert-block", help="Prefect notification block to alert through ('type/name')")
     add_database_url(p)
     p.add_argument("--task-runner", choices=["thread", "dask"],
