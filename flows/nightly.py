@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from prefect import flow, get_run_logger
-from prefect.runtime import deployment, flow_run
+from prefect.runtime import flow_run
 
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
@@ -31,6 +31,15 @@ from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
+
+
+def run_kind() -> str:
+    """`nightly` for a run its deployment's schedule created, else `manual`."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = getattr(context, "flow_run", None)
+    return "nightly" if run is not None and getattr(run, "auto_scheduled", False) else "manual"
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
@@ -74,7 +83,7 @@ def nightly(
     searcheval.defaults. Every run's ranked lists are kept in Postgres to `snapshot_depth`
     ranks and diffed against the previous run of the dataset; snapshots older than
     `snapshot_retention` (e.g. 90d; None keeps them) are pruned. `kind` (nightly, manual,
-    candidate) defaults to nightly for a deployment's run, else manual. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
+    candidate) defaults to nightly for a run its schedule created, else manual. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
     unset), never from a parameter, so no password is stored with the flow run.
     """
     logger = get_run_logger()
@@ -127,7 +136,7 @@ def nightly(
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         dataset=collection.name, snapshot_depth=snapshot_depth, not_gated=not_gated,
-        kind=kind or ("nightly" if deployment.id else "manual"))
+        kind=kind or run_kind())
     published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)

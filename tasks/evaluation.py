@@ -184,6 +184,15 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     if result.dataset:
         create_table_artifact(table=rows_table, key=artifact_key(METRICS_ARTIFACT, result.dataset),
                               description=description)
+        for name, s in result.scores.items():  # one series per dataset and configuration
+            compared = gate.compared if gate is not None and gate.configuration == name else {}
+            create_table_artifact(
+                table=[{"metric": m, "value": v,
+                        "baseline": (compared.get(m) or {}).get("baseline"),
+                        "delta": (compared.get(m) or {}).get("delta")}
+                       for m, v in s.means.items()],
+                key=artifact_key(METRICS_ARTIFACT, result.dataset, name),
+                description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
     create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
     if diff:

@@ -201,7 +201,8 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
                   for r, (d, s, g) in enumerate(lb[:k], start=1)],
             "first_relevant": {"a": _first_relevant(la, a.relevance_level),
                                "b": _first_relevant(lb, b.relevance_level)},
-            "abstained": {"a": not la, "b": not lb},
+            # a side without stored lists (pruned) cannot say whether it abstained
+            "abstained": {"a": None if a.pruned else not la, "b": None if b.pruned else not lb},
             "entered": [d for d in top_b if d not in top_a],
             "left": [d for d in top_a if d not in top_b],
         })
@@ -256,6 +257,10 @@ def _cell(text) -> str:
     return " ".join(str(text or "").split()).replace("|", "\\|")
 
 
+def _yes(value: bool | None) -> str:
+    return "-" if value is None else "yes" if value else "no"
+
+
 def _doc(entry: dict | None) -> str:
     if entry is None:
         return ""
@@ -285,8 +290,8 @@ def diff_markdown(diff: dict, *, limit: int | None = None) -> str:
         fr, ab = q["first_relevant"], q["abstained"]
         w(f"| {_cell(q['query_id'])} | {_cell(q['text'])} | {_cell(q['category'])} | "
           + " | ".join(cells)
-          + f" | {fr['a'] or '-'} / {fr['b'] or '-'} | {'yes' if ab['a'] else 'no'} / "
-          f"{'yes' if ab['b'] else 'no'} | {q['status']} |\n")
+          + f" | {fr['a'] or '-'} / {fr['b'] or '-'} | {_yes(ab['a'])} / {_yes(ab['b'])} "
+          f"| {q['status']} |\n")
     shown = [q for q in diff["queries"] if q["status"] != "unchanged" or q["entered"]
              or q["left"]]
     if limit is not None:
@@ -335,3 +340,11 @@ def previous_run_diff(conn: psycopg.Connection, run_id: str, configuration: str,
     b = load_side(conn, f"{run_id}:{configuration}")
     a.name, b.name = "previous", "this run"
     return diff_sides(a, b, metrics=metrics)
+
+
+def configurations_diff(conn: psycopg.Connection, run_id: str, a: str, b: str,
+                        metrics: tuple[str, ...] = GATED_METRICS) -> dict:
+    """Two configurations of one run (a candidate against the served one), query by query."""
+    side_a = load_side(conn, f"{run_id}:{a}", which="A")
+    side_b = load_side(conn, f"{run_id}:{b}", which="B")
+    return diff_sides(side_a, side_b, metrics=metrics)

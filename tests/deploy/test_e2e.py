@@ -190,7 +190,12 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
 
     artifacts = artifacts_of(stack.server, run["id"])
-    assert set(artifacts) == {"searcheval-metrics", "searcheval-report"}
+    # the latest run's table and report, and one series per dataset and per configuration (the
+    # test database is new: no earlier run to diff against, so no diff artifact)
+    assert set(artifacts) == {"searcheval-metrics", "searcheval-report",
+                              "searcheval-metrics-fixtures", "searcheval-metrics-fixtures-bm25",
+                              "searcheval-metrics-fixtures-dense",
+                              "searcheval-metrics-fixtures-fused"}
     table = artifacts["searcheval-metrics"]
     assert table["type"] == "table"
     rows = {r["configuration"]: r for r in json.loads(table["data"])}

@@ -99,6 +99,20 @@ def test_artifacts_under_stable_keys(first_run):
     table = next(a for a in artifacts if a.key == "searcheval-metrics")
     assert "fused" in str(table.data)
 
+    async def read_keyed():
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["searcheval-metrics-fixtures-fused"])))
+
+    _, metrics, _ = first_run
+    fused = anyio.run(read_keyed)
+    assert fused, "a table artifact per dataset and configuration"
+    rows = {r["metric"]: r for r in json.loads(fused[0].data)} if isinstance(fused[0].data, str) \
+        else {r["metric"]: r for r in fused[0].data}
+    assert rows["ndcg@10"]["baseline"] == json.loads((ROOT / "baseline.json").read_text())[
+        "metrics"]["ndcg@10"]
+    assert rows["ndcg@10"]["value"] == metrics["configurations"]["fused"]["means"]["ndcg@10"]
+
 
 def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, tmp_path):
     from searcheval.rankers import embeddings

@@ -132,6 +132,13 @@ def test_prune_removes_old_snapshots_and_keeps_the_metrics(new_database, capsys)
         assert {r["metric"] for r in store.run_metrics(conn, "old")} >= set(METRICS)
         assert snapshots.load_run(conn, "old")["snapshot_pruned_at"] is not None
     assert main(["history", "prune", "--older-than", "ninety", "--database-url", url]) == 2
+    capsys.readouterr()
+    # a diff against a pruned run still compares the metrics, and does not claim abstention
+    with database.connect(url) as conn:
+        diff = diff_runs(conn, DiffRequest("old", "new"))
+    assert diff["headline"] == "0 worse, 0 better, 3 unchanged of 3"
+    assert all(q["abstained"]["a"] is None and q["a"] == [] for q in diff["queries"])
+    assert diff["notes"][0].startswith("A (old:fused) has no stored ranked lists (pruned")
 
 
 def test_each_run_writes_its_own_folder_and_latest_points_at_the_newest(tmp_path):
