@@ -267,6 +267,9 @@ def markdown_report(result: EvaluationResult) -> str:
                   f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
         else:
             w("No gated metric dropped by more than the tolerance.\n")
+        if gate.tripped:
+            w(f"\nEach query's results against the baseline's run, side by side: "
+              f"`searcheval diff baseline {result.run_id}`.\n")
         if gate.statistics:
             w("\n### What this query set can tell\n\n")
             for metric, st in gate.statistics.items():

@@ -143,6 +143,9 @@ def test_prune_removes_old_snapshots_and_keeps_the_metrics(new_database, capsys)
 
 def test_each_run_writes_its_own_folder_and_latest_points_at_the_newest(tmp_path):
     out = tmp_path / "out"
+    (out / "runs").mkdir(parents=True)  # an output folder written before run folders existed
+    (out / "runs" / "fused.trec").write_text("old\n")
+    (out / "metrics.json").write_text("{}")
     first = fused(["a"], ["c"], [])
     second = fused(["x", "a"], ["c"], [])
     write_outputs(result_of("run-1", T0, first), {"fused": first}, out)
@@ -152,6 +155,9 @@ def test_each_run_writes_its_own_folder_and_latest_points_at_the_newest(tmp_path
     assert (out / "latest").resolve() == (out / "run-2").resolve()
     assert (out / "runs" / "fused.trec").read_text() == (out / "run-2" / "runs" / "fused.trec").read_text()
     assert (out / "run-1" / "runs" / "fused.trec").read_text().startswith("q1 Q0 a 1 1.0 fused")
+    assert (out / "metrics.json").is_symlink() and (out / "runs").is_symlink()
+    assert sorted(p.name for p in out.iterdir()) == ["latest", "metrics.json", "per_query.csv",
+                                                      "report.md", "run-1", "run-2", "runs"]
 
 
 SHARED_TOOLS = Path(__file__).resolve().parents[2] / ".." / "shared" / "tools" / "trec_eval"
