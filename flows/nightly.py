@@ -17,20 +17,37 @@ from datetime import datetime, timezone
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 
+from flows import boundary
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
 from searcheval.errors import GateTripped, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
+from searcheval.evaluation.baseline import dataset_of
 from searcheval.evaluation.pipeline import alert_for, new_run_id
-from searcheval.evaluation.conventions import resolve_conventions
+from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
 from searcheval.io.collection import collection_hashes
-from searcheval.metrics.engine import parse_metrics
-from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
+
+boundary.install()  # refusals and a tripped gate end the run Failed without a traceback
+
+
+def refuse(run_id: str, refused: Refused, alert_block: str | None):
+    """End a refused run: its report in the UI, an alert when the run was scheduled (a manual
+    run's refusal answers whoever started it, without paging on-call), then the refusal raised:
+    the flow run ends Failed with its one line."""
+    logger = get_run_logger()
+    scheduled = boundary.scheduled_run()
+    t.record_refusal(refused, scheduled)
+    if scheduled:
+        t.send_alert(Alert(run_id, [{"kind": "refused", "summary": f"input refused: {line}"}
+                                    for line in refused.lines()]), alert_block)
+    else:
+        logger.info("refused input of a manual run: not alerted")
+    raise refused
 
 
 def run_kind() -> str:
@@ -49,6 +66,7 @@ def nightly(
     split: str = defaults.SPLIT,
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
+    no_baseline: bool = False,
     configurations: list[str] = list(defaults.CONFIGURATIONS),
     depth: int = defaults.DEPTH,
     metrics: list[str] = list(defaults.REPORT_METRICS),
@@ -76,7 +94,9 @@ def nightly(
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
     `fixtures`, `dataset` (a BEIR, WANDS or fixtures folder, told by its files) or `mapping` (a
-    table mapping file) names the inputs; `baseline` the reviewed baseline.json (None: no gate);
+    table mapping file) names the inputs; `baseline` the reviewed baseline.json the gate reads;
+    `no_baseline=True` runs without a gate on purpose (the run then says NOT GATED; a missing
+    baseline, or one whose configuration is not run, is otherwise refused);
     `label` tags a manual run (e.g. the ranking version). The conventions `gain`,
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
@@ -89,24 +109,25 @@ def nightly(
     logger = get_run_logger()
     run_id = new_run_id()
     started = datetime.now(timezone.utc)
+    request = RunRequest(
+        fixtures=fixtures, dataset=dataset, mapping=mapping, split=split, max_queries=max_queries,
+        grade_map=grade_map, grade_scale=grade_scale, baseline=baseline, no_baseline=no_baseline,
+        configurations=list(configurations), depth=depth, metrics=list(metrics),
+        tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
+        max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
+        embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
+        no_relevant=no_relevant, alert_block=alert_block)
+    checked = t.preflight(request)
     try:
-        check_configurations(configurations)
-        parse_metrics(metrics)
-        pipeline.check_scale_out(shards, embed_batch)
-        collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
-                                               split, max_queries, mapping, grade_map,
-                                               grade_scale)
-        conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
-                                          no_relevant=no_relevant, coverage_floor=coverage_floor,
-                                          coverage_k=coverage_k)
-        baseline, not_gated = pipeline.choose_baseline(baseline, collection,
-                                                       conventions.settings())
+        checked.raise_for_problems()
+        collection: Collection = checked.collection
+        conventions = checked.conventions
         report = t.validate(collection, max_age_days, min_per_category)
         report.raise_for_errors()
     except InputError as exc:
-        t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),
-                     alert_block)
-        raise
+        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
+    if checked.not_gated_reason:
+        logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
     t.seed_catalog(collection)
     texts = pipeline.collection_texts(collection)
@@ -125,7 +146,7 @@ def nightly(
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    verdict = t.gate(scores, baseline, tolerance, collection.name)
+    verdict = t.gate(scores, checked.baseline, tolerance, dataset_of(collection))
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -135,11 +156,12 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        dataset=collection.name, snapshot_depth=snapshot_depth, not_gated=not_gated,
-        kind=kind or run_kind())
+        not_gated_reason=checked.not_gated_reason, dataset=dataset_of(collection),
+        snapshot_depth=snapshot_depth, kind=kind or run_kind())
     published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)
+    logger.info("%s", result.gate_line())
 
     alert = alert_for(result)
     if alert is not None:

@@ -23,6 +23,8 @@ from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
+from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
+from searcheval.evaluation.preflight import preflight as run_preflight
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
@@ -35,6 +37,7 @@ from searcheval.types import Collection, RankedRun
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
 DIFF_ARTIFACT = "searcheval-diff"
+REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
 
@@ -47,6 +50,37 @@ def not_refused_input(task, task_run, state) -> bool:
     except Exception:  # noqa: BLE001 - anything else may be transient
         return True
     return False
+
+
+def block_exists(name: str) -> bool:
+    """Whether the Prefect block "type/name" exists (and loads)."""
+    from prefect.blocks.core import Block
+
+    try:
+        Block.load(name)
+    except (ValueError, KeyError):  # Prefect: "Unable to find block document named ..."
+        return False
+    return True
+
+
+@task(cache_policy=NO_CACHE)
+def preflight(request: RunRequest) -> Preflight:
+    """Every input checked before any work (searcheval.evaluation.preflight); never raises for
+    bad input: the flow decides what a refusal does (alert or not) and raises it."""
+    request.block_exists = block_exists
+    return run_preflight(request)
+
+
+@task(cache_policy=NO_CACHE)
+def record_refusal(refused: Refused, scheduled: bool) -> None:
+    """The refusal's report in the UI (every problem found, not only the first): a Prefect
+    artifact, never a file or a row of the history."""
+    lines = "\n".join(f"- {line}" for line in refused.lines())
+    who = ("a scheduled run: alerted" if scheduled else
+           "a manual run: not alerted (it answers whoever started it)")
+    create_markdown_artifact(markdown=f"# searcheval run refused\n\n{who}. Nothing was embedded, "
+                                      f"searched or written.\n\n{lines}\n",
+                             key=REFUSAL_ARTIFACT, description=refused.summary()[:500])
 
 
 @task(cache_policy=NO_CACHE)
@@ -125,17 +159,17 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def gate(scores: dict, baseline: str | None, tolerance: float | None,
-         dataset: str | None = None):
-    """The gate; the spread of per-query differences for the minimum detectable effect comes
-    from the dataset's history in Postgres when there is one."""
+def gate(scores: dict, baseline, tolerance: float | None, dataset: str | None = None):
+    """The gate (`baseline`: the preflight's Baseline, or a path); the spread of per-query
+    differences for the minimum detectable effect comes from the dataset's history in Postgres
+    when there is one."""
     spread = {}
     if baseline is not None and dataset is not None:
-        from searcheval.evaluation.baseline import load_baseline
+        from searcheval.evaluation.baseline import Baseline, load_baseline
 
+        gated = baseline if isinstance(baseline, Baseline) else load_baseline(baseline)
         with open_database() as conn:
-            spread = {m: pipeline.history_spread(conn, dataset, m)
-                      for m in load_baseline(baseline).metrics}
+            spread = {m: pipeline.history_spread(conn, dataset, m) for m in gated.metrics}
     return pipeline.gate_scores(scores, baseline, tolerance, spread)
 
 
@@ -167,19 +201,21 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     if output:
         write_outputs(result, runs, output, extra)
     gate = result.gate
+    status = result.gate_status()
     rows_table = []
     for name, s in result.scores.items():
         row = {"configuration": name,
                **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
                "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
-               "gate": (gate.verdict() if gate and gate.configuration == name else "")}
+               "gate": (status["status"] if gate is None or gate.configuration == name
+                        else "")}
         if gate is not None and gate.configuration == name:
             for metric, c in gate.compared.items():
                 row[f"baseline {metric}"] = c["baseline"]
                 row[f"delta {metric}"] = None if c["delta"] is None else round(c["delta"], 6)
         rows_table.append(row)
-    description = (f"searcheval run {result.run_id}: means over the golden queries; gate "
-                   f"{gate.verdict() if gate else 'not run'}")
+    description = (f"searcheval run {result.run_id}: means over the golden queries; "
+                   f"{result.gate_line()}")[:2000]
     create_table_artifact(table=rows_table, key=METRICS_ARTIFACT, description=description)
     if result.dataset:
         create_table_artifact(table=rows_table, key=artifact_key(METRICS_ARTIFACT, result.dataset),
@@ -208,7 +244,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
 def send_alert(alert: Alert, block: str | None) -> dict:
     """Webhook (SEARCHEVAL_ALERT_WEBHOOK) and/or a Prefect notification block ("type/name").
 
-    A delivery failure is logged and reported, never raised: the results are already published.
+    A delivery failure is logged and reported, never raised: it changes neither the verdict nor
+    the exit code (the results are already published, or the refusal stands).
     """
     logger = get_run_logger()
     delivered: dict[str, str] = {}
@@ -216,8 +253,9 @@ def send_alert(alert: Alert, block: str | None) -> dict:
     if url:
         try:
             delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
-        except AlertDeliveryError as exc:
-            logger.error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - AlertDeliveryError, or a URL urllib refuses
+            logger.error("alert not delivered: %s", exc if isinstance(exc, AlertDeliveryError)
+                         else f"webhook (SEARCHEVAL_ALERT_WEBHOOK): {type(exc).__name__}")
             delivered["webhook"] = "failed"
     if block:
         try:

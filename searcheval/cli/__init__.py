@@ -43,7 +43,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except InputError as exc:
-        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)  # the last line
         return EXIT_REFUSED
 
 

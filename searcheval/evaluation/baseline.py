@@ -14,7 +14,7 @@ from typing import Any
 
 from searcheval.defaults import GATED_METRICS, TOLERANCE
 from searcheval.errors import InputError
-from searcheval.io.files import read_json
+from searcheval.io.files import read_json, short_repr
 from searcheval.metrics.engine import parse_metric
 from searcheval.metrics.scoring import ConfigurationScores
 
@@ -51,9 +51,20 @@ class Baseline:
 
 
 def _number(value: Any, path: Path, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a number, got {value!r}", file=path, field=field_name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"expected a number, got {short_repr(value)}", file=path,
+                         field=field_name)
+    if not _finite(value):
+        raise InputError(f"expected a finite number, got {str(value)[:40]}", file=path,
+                         field=field_name)
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
 
 
 def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
@@ -69,6 +80,33 @@ def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
     return out
 
 
+def _given(data: dict, key: str):
+    """An optional section: absent or null is empty; anything else is checked as it is."""
+    value = data.get(key)
+    return {} if value is None else value
+
+
+def _per_query(raw: Any, path: Path) -> dict[str, dict[str, float | None]]:
+    """`per_query`: {query id: {metric: value or null}}, every value a finite number."""
+    if not isinstance(raw, dict):
+        raise InputError("expected an object {query: {metric: value}}", file=path, field="per_query")
+    out: dict[str, dict[str, float | None]] = {}
+    for qid, values in raw.items():
+        where = f"per_query.{qid}"
+        if not isinstance(values, dict):
+            raise InputError(f"expected an object {{metric: value}}, got {values!r}"[:200],
+                             file=path, field=where)
+        entry: dict[str, float | None] = {}
+        for metric, value in values.items():
+            try:
+                parse_metric(metric)
+            except InputError as exc:
+                raise InputError(exc.message, file=path, field=f"{where}.{metric}") from None
+            entry[metric] = None if value is None else _number(value, path, f"{where}.{metric}")
+        out[qid] = entry
+    return out
+
+
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
     data, _ = read_json(path)
@@ -81,25 +119,30 @@ def load_baseline(path: str | Path) -> Baseline:
     tolerance = _number(data.get("tolerance", TOLERANCE), path, "tolerance")
     if tolerance < 0:
         raise InputError(f"expected a tolerance >= 0, got {tolerance}", file=path, field="tolerance")
-    category_floors = data.get("category_floors") or {}
+    category_floors = _given(data, "category_floors")
     if not isinstance(category_floors, dict):
         raise InputError("expected an object {category: {metric: floor}}", file=path,
                          field="category_floors")
-    per_query = data.get("per_query") or {}
-    if not isinstance(per_query, dict):
-        raise InputError("expected an object {query: {metric: value}}", file=path, field="per_query")
+    per_query = _per_query(_given(data, "per_query"), path)
+    configuration = data["configuration"]
+    if not isinstance(configuration, str) or not configuration.strip():
+        raise InputError(f"expected the name of the gated configuration, got {configuration!r}",
+                         file=path, field="configuration")
+    settings = _given(data, "settings")
+    if not isinstance(settings, dict):
+        raise InputError("expected an object of the scoring settings", file=path, field="settings")
     return Baseline(
-        configuration=str(data["configuration"]),
+        configuration=configuration,
         metrics=_metric_map(data["metrics"], path, "metrics"),
         tolerance=tolerance,
-        floors=_metric_map(data.get("floors") or {}, path, "floors"),
+        floors=_metric_map(_given(data, "floors"), path, "floors"),
         category_floors={c: _metric_map(f, path, f"category_floors.{c}")
                          for c, f in category_floors.items()},
         per_query=per_query,
         created_at=data.get("created_at"),
         from_run=data.get("from_run"),
         model=data.get("model"),
-        settings=data.get("settings") or {},
+        settings=settings,
         dataset=data.get("dataset"),
         dataset_fingerprint=data.get("dataset_fingerprint") or {},
         query_ids=_query_ids(data.get("query_ids"), path),
@@ -187,7 +230,7 @@ def run_conventions(settings, metrics: tuple[str, ...] | list[str]) -> dict[str,
 
 
 def check_comparable(baseline: Baseline, *, dataset: str | None, query_ids: list[str],
-                     conventions: dict[str, Any]) -> None:
+                     conventions: dict[str, Any], only_dataset: bool = False) -> None:
     """Refuse (InputError naming the one difference) a run that cannot be compared with the
     baseline: another dataset, another query set, other conventions. A baseline without a field
     (from before provenance) is not checked on it."""
@@ -197,6 +240,8 @@ def check_comparable(baseline: Baseline, *, dataset: str | None, query_ids: list
                          f"{dataset!r}: gate it against its own baseline "
                          f"(baselines/{dataset}.json) or run with --no-baseline", **where,
                          field="dataset")
+    if only_dataset:
+        return
     if baseline.query_ids is not None:
         ours, theirs = set(query_ids), set(baseline.query_ids)
         if ours != theirs:
@@ -331,28 +376,47 @@ def dataset_baseline_path(path: str | Path, dataset: str) -> Path:
     return Path(path).parent / BASELINES_DIR / f"{dataset}.json"
 
 
-def resolve_baseline(path: str | Path | None, dataset: str, *, query_ids: list[str],
-                     conventions: dict[str, Any]) -> tuple[Baseline | None, str | None]:
-    """The baseline a run of `dataset` is gated against, or (None, why not).
-
-    One baseline per dataset: `path` when it is of this dataset (or records none), else
-    `baselines/<dataset>.json` beside it. When neither exists the run is published as "no
-    baseline" if `path` is the default (`baseline.json`, the fixtures'), and refused if it was
-    named on purpose: a run is never gated against another dataset's baseline. A baseline of this
-    dataset with another query set or other conventions is refused (`check_comparable`)."""
+def select_baseline(path: str | Path, dataset: str | None) -> tuple[Baseline | None, str | None]:
+    """The baseline a run of `dataset` is gated against, or (None, why not): one baseline per
+    dataset. `path` when it is of this dataset (or records none); when it is another dataset's,
+    `baselines/<dataset>.json` beside it if `path` is the default (`baseline.json`), else None
+    and "no baseline for dataset ..." (the run is published NOT GATED). A baseline named on
+    purpose that is another dataset's is refused: a run is never gated against it. A missing
+    `path` is refused by `load_baseline`."""
     from searcheval.defaults import BASELINE
 
+    baseline = load_baseline(path)
+    if baseline.dataset is None or dataset is None or baseline.dataset == dataset:
+        return baseline, None
+    if str(path) != BASELINE:
+        raise InputError(f"the baseline is of dataset {baseline.dataset!r}, this run of "
+                         f"{dataset!r}: gate it against its own baseline "
+                         f"({dataset_baseline_path(path, dataset)}) or run with --no-baseline",
+                         file=baseline.path, field="dataset")
+    own = dataset_baseline_path(path, dataset)
+    if not own.exists():
+        return None, (f"no baseline for dataset {dataset!r} (create {own} with "
+                      "`searcheval baseline update`)")
+    baseline = load_baseline(own)
+    check_comparable(baseline, dataset=dataset, query_ids=[], conventions={}, only_dataset=True)
+    return baseline, None
+
+
+def resolve_baseline(path: str | Path | None, dataset: str, *, query_ids: list[str],
+                     conventions: dict[str, Any]) -> tuple[Baseline | None, str | None]:
+    """`select_baseline`, then `check_comparable`: (the baseline, None) or (None, why not)."""
     if path is None:
         return None, "no baseline (--no-baseline)"
-    default = str(path) == BASELINE
-    path = Path(path)
-    baseline = load_baseline(path) if path.exists() or not default else None
-    if baseline is None or (baseline.dataset is not None and baseline.dataset != dataset):
-        own = dataset_baseline_path(path, dataset)
-        if own.exists():
-            baseline = load_baseline(own)
-        elif default:
-            return None, f"no baseline for dataset {dataset!r} (create {own} with " \
-                         "`searcheval baseline update`)"
-    check_comparable(baseline, dataset=dataset, query_ids=query_ids, conventions=conventions)
-    return baseline, None
+    baseline, reason = select_baseline(path, dataset)
+    if baseline is not None:
+        check_comparable(baseline, dataset=dataset, query_ids=query_ids, conventions=conventions)
+    return baseline, reason
+
+
+def dataset_of(collection) -> str:
+    """What baselines, snapshots and diffs call a dataset: the name it declares for itself
+    (searcheval.yaml, a mapping's name), else its folder's name. Never the content fingerprint:
+    a catalog that changes overnight is still the same dataset, and its query set and
+    conventions are checked on their own (`check_comparable`)."""
+    return collection.declared_name or getattr(collection.settings, "name", None) \
+        or collection.name

@@ -24,7 +24,7 @@ from searcheval import store
 from searcheval.defaults import REPORT_METRICS, SNAPSHOT_DEPTH
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
-from searcheval.evaluation.baseline import load_baseline
+from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
 from searcheval.evaluation.validation import ValidationReport, fresh_judgments
@@ -51,7 +51,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def seed_catalog(conn: psycopg.Connection, collection: Collection) -> dict:
     """The catalog snapshot in Postgres (one transaction): counts added/changed/removed."""
-    return store.save_catalog(conn, collection.name, collection.resources)
+    return store.save_catalog(conn, collection.catalog_id, collection.resources)
 
 
 @dataclass
@@ -138,7 +138,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     `collection.queries`. The catalog must have been saved first."""
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
-    documents = store.save_doc_vectors(conn, collection.name, model,
+    documents = store.save_doc_vectors(conn, collection.catalog_id, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
     stats = {"model": model, "documents": documents,
@@ -187,7 +187,7 @@ def run_shard(conn: psycopg.Connection | None, configuration: str, collection: C
               shard: QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
     the configurations that read the database (`rankers.registry.needs_database`)."""
-    return run_configuration(configuration, conn, collection.name, collection.resources,
+    return run_configuration(configuration, conn, collection.catalog_id, collection.resources,
                              shard.queries, shard.query_vectors, model, k=k,
                              fusion=FusionParams(depth=k))
 
@@ -228,19 +228,6 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
                settings: Settings = Settings()) -> dict[str, ConfigurationScores]:
     return {name: score_run(run, qrels, collection.queries, metrics, settings)
             for name, run in runs.items()}
-
-
-def choose_baseline(baseline_path: str | Path | None, collection: Collection,
-                    settings: Settings) -> tuple[str | None, str | None]:
-    """Before anything runs: the path of the baseline this run is gated against and None, or
-    None and why the run is not gated ("no baseline for dataset ..."); refuses (InputError) a
-    baseline of this dataset whose query set or conventions differ from the run's."""
-    from searcheval.evaluation.baseline import resolve_baseline, run_conventions
-
-    baseline, reason = resolve_baseline(
-        baseline_path, collection.name, query_ids=[q.id for q in collection.queries],
-        conventions=run_conventions(settings, ()))
-    return (baseline.path if baseline is not None else None), reason
 
 
 def configuration_spread(scores: dict[str, ConfigurationScores], metric: str
@@ -293,17 +280,22 @@ def history_spread(conn: psycopg.Connection, dataset: str | None, metric: str,
                 f"last {len(values)} runs")
 
 
-def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
+def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None,
                 spread: dict[str, tuple[float | None, str]] | None = None) -> GateResult | None:
-    """The gated configuration against the baseline; None when no baseline is given. `spread`
+    """The gated configuration against the baseline (read by the preflight, or a path); None
+    only when no baseline is given on purpose. A baseline whose configuration was not run is
+    refused, never a silently open gate (the preflight refuses it before any work). `spread`
     (metric -> (sd, source), e.g. `history_spread`) feeds the minimum detectable effect; a metric
     without one takes the spread between this run's configurations."""
-    if baseline_path is None:
+    if baseline is None:
         return None
-    baseline = load_baseline(baseline_path)
+    if not isinstance(baseline, Baseline):
+        baseline = load_baseline(baseline)
     if baseline.configuration not in scores:
-        return None  # the gated configuration was not run (e.g. a bm25-only manual run)
+        raise InputError(f"the baseline gates {baseline.configuration!r}, which this run did not "
+                         f"run (it ran {', '.join(scores) or 'nothing'})", file=baseline.path,
+                         field="configuration")
     spread = dict(spread or {})
     for metric in baseline.metrics:
         if not (spread.get(metric) or (None,))[0] and metric in scores[baseline.configuration].means:

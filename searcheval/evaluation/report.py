@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from searcheval.evaluation.gate import GateResult
+from searcheval.evaluation.gate import GateResult, gate_status, status_line
 from searcheval.io.trec import write_trec_run
 from searcheval.metrics.scoring import ConfigurationScores
 from searcheval.types import RankedRun
@@ -42,7 +42,14 @@ class EvaluationResult:
     kind: str | None = None  # nightly | manual | candidate
     snapshot_depth: int | None = None  # ranks of each list stored in Postgres (None: not stored)
     diff: dict | None = None  # the diff against the previous run (evaluation.diff), when there is one
-    not_gated: str | None = None  # why no gate ran ("no baseline for dataset ...")
+    not_gated_reason: str | None = None  # why a run without a gate has none (always said)
+
+    def gate_status(self) -> dict:
+        """`{"status": PASSED | TRIPPED | NOT GATED, "reason": ...}`."""
+        return gate_status(self.gate, self.not_gated_reason)
+
+    def gate_line(self) -> str:
+        return status_line(self.gate, self.not_gated_reason)
 
     @property
     def gate_passed(self) -> bool | None:
@@ -56,8 +63,8 @@ class EvaluationResult:
 
     def metrics_document(self) -> dict:
         """`metrics.json`: the contract of DESIGN.md, extended, never renamed."""
-        gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": [],
-                                                      "reason": self.not_gated}
+        gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": []}
+        gate.update(self.gate_status())
         return {
             "run_id": self.run_id,
             "flow_run_id": self.flow_run_id,
@@ -89,7 +96,9 @@ class EvaluationResult:
             "input_hashes": self.input_hashes, "model": self.model,
             "gate_passed": self.gate_passed,
             "summary": {"label": self.label, "embeddings": self.embeddings,
-                        "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None,
+                        "coverage": self.coverage,
+                        "gate": {**(self.gate.to_dict() if self.gate else {}),
+                                 **self.gate_status()},
                         "conventions": self.conventions, "dataset": self.dataset,
                         "kind": self.kind,
                         "queries": {q: {"text": v.get("text"), "category": v.get("category")}
@@ -185,6 +194,8 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    if result.gate is None:
+        lines.append(result.gate_line())
     if result.gate is not None:
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
@@ -195,8 +206,6 @@ def console_table(result: EvaluationResult) -> str:
         if result.gate.stale_baseline:
             lines.append("  note: improved beyond the tolerance; the baseline is stale "
                          "(searcheval baseline update)")
-    elif result.not_gated and not result.not_gated.startswith("no baseline (--no-baseline)"):
-        lines.append(f"gate: NOT GATED: {result.not_gated}")
     return "\n".join(lines)
 
 
@@ -215,8 +224,8 @@ def markdown_report(result: EvaluationResult) -> str:
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
-    elif result.not_gated:
-        w(f"- gate: **NOT GATED**: {result.not_gated}\n")
+    else:
+        w(f"- gate: **NOT GATED** ({result.not_gated_reason or 'no baseline'})\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
