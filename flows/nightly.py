@@ -28,6 +28,7 @@ from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
 from searcheval.io.collection import collection_hashes
+from searcheval.metrics.engine import parse_metrics
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event
@@ -90,6 +91,8 @@ def nightly(
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
     snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
     kind: str | None = None,
+    judgment_rule: str = defaults.JUDGMENT_RULE,
+    agreement_floor: float = defaults.AGREEMENT_FLOOR,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -103,8 +106,12 @@ def nightly(
     searcheval.defaults. Every run's ranked lists are kept in Postgres to `snapshot_depth`
     ranks and diffed against the previous run of the dataset; snapshots older than
     `snapshot_retention` (e.g. 90d; None keeps them) are pruned. `kind` (nightly, manual,
-    candidate) defaults to nightly for a run its schedule created, else manual. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run.
+    candidate) defaults to nightly for a run its schedule created, else manual. The database
+    comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a parameter,
+    so no password is stored with the flow run. Judgments are
+    read from Postgres (seeded from the dataset's own file) and combined by `judgment_rule`
+    (`median`, `majority` or `judge:NAME`); judges' agreement (Krippendorff's alpha) under
+    `agreement_floor` is alerted.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -116,13 +123,17 @@ def nightly(
         tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
         max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
         embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
-        no_relevant=no_relevant, alert_block=alert_block)
+        no_relevant=no_relevant, alert_block=alert_block, judgment_rule=judgment_rule,
+        agreement_floor=agreement_floor)
     checked = t.preflight(request)
     try:
         checked.raise_for_problems()
-        collection: Collection = checked.collection
+        metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
+        loaded: Collection = checked.collection
         conventions = checked.conventions
+        collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
         report = t.validate(collection, max_age_days, min_per_category)
+        report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
     except InputError as exc:
         refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
@@ -130,6 +141,7 @@ def nightly(
         logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
     t.seed_catalog(collection)
+    t.seed_judgments(loaded)
     texts = pipeline.collection_texts(collection)
     batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
                in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
@@ -147,6 +159,8 @@ def nightly(
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
     verdict = t.gate(scores, checked.baseline, tolerance, dataset_of(collection))
+    judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
+                                       run_id, coverage, coverage_k, effective, agreement_floor)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -156,8 +170,8 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        not_gated_reason=checked.not_gated_reason, dataset=dataset_of(collection),
-        snapshot_depth=snapshot_depth, kind=kind or run_kind())
+        judging=judging, not_gated_reason=checked.not_gated_reason,
+        dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind())
     published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)

@@ -221,7 +221,7 @@ def test_the_ui_shows_the_flow_run_and_its_metrics_table(stack, ranking_change_r
     assert chromium.click_text("Artifacts")
     text = chromium.wait_for_text("searcheval-metrics", "searcheval-report",
                                   f"searcheval run {metrics['run_id']}")
-    assert "gate PASSED" in text
+    assert "gate: PASSED" in text  # the gate line every output states (evaluation/gate.py)
     time.sleep(0.5)  # let the cards finish rendering before the picture
     flow_run_png = chromium.screenshot(UI_OUTPUT / "flow-run.png")
 
@@ -233,7 +233,7 @@ def test_the_ui_shows_the_flow_run_and_its_metrics_table(stack, ranking_change_r
     text = chromium.wait_for_text("searcheval-metrics", run["name"], "fused", "dense", "bm25",
                                   f"{round(fused['ndcg@10'], 4):g}",
                                   f"{round(bm25['ndcg@10'], 4):g}")
-    assert "gate PASSED" in text
+    assert "gate: PASSED" in text  # the gate line every output states (evaluation/gate.py)
     artifact_png = chromium.screenshot(UI_OUTPUT / "metrics-artifact.png")
     stack.timings["ui_s"] = time.monotonic() - started
 
