@@ -84,7 +84,7 @@ def count_ranked_results(conn: psycopg.Connection, run_id: str) -> int:
 def load_run(conn: psycopg.Connection, run_id: str) -> dict | None:
     """The eval_runs row of one run, or None."""
     with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql.SELECT_RUN, {"run_id": run_id}).fetchone()
+        return cur.execute(sql.SELECT_EVAL_RUN, {"run_id": run_id}).fetchone()
 
 
 def find_runs(conn: psycopg.Connection, *, n: int = 20, dataset: str | None = None,

@@ -233,7 +233,7 @@ ORDER BY query_id, rank
 
 COUNT_RANKED_RESULTS = "SELECT count(*) FROM eval_ranked_results WHERE run_id = %(run_id)s"
 
-SELECT_RUN = """
+SELECT_EVAL_RUN = """
 SELECT run_id, flow_run_id, started_at, finished_at, source, input_hashes, model, gate_passed,
        summary, dataset, label, kind, snapshot_depth, snapshot_pruned_at
 FROM eval_runs
