@@ -26,6 +26,7 @@ from searcheval import defaults
 from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert
+from searcheval.evaluation.baseline import dataset_of
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
@@ -59,6 +60,13 @@ def project_directory() -> Path:
     """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
     named = os.environ.get("SEARCHEVAL_PROJECT")
     return Path(named) if named else Path(__file__).resolve().parents[1]
+def run_kind() -> str:
+    """`nightly` for a run its deployment's schedule created, else `manual`."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    run = getattr(context, "flow_run", None)
+    return "nightly" if run is not None and getattr(run, "auto_scheduled", False) else "manual"
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
@@ -92,6 +100,9 @@ def nightly(
     no_relevant: str | None = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
+    snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
+    snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
+    kind: str | None = None,
     judgment_rule: str = defaults.JUDGMENT_RULE,
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
     allow_dirty: bool = True,
@@ -112,8 +123,12 @@ def nightly(
     uncommitted changes is refused, so the nightly always measures a commit. The conventions `gain`,
     `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
     `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
-    searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run. Judgments are
+    searcheval.defaults. Every run's ranked lists are kept in Postgres to `snapshot_depth`
+    ranks and diffed against the previous run of the dataset; snapshots older than
+    `snapshot_retention` (e.g. 90d; None keeps them) are pruned. `kind` (nightly, manual,
+    candidate) defaults to nightly for a run its schedule created, else manual. The database
+    comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a parameter,
+    so no password is stored with the flow run. Judgments are
     read from Postgres (seeded from the dataset's own file) and combined by `judgment_rule`
     (`median`, `majority` or `judge:NAME`); judges' agreement (Krippendorff's alpha) under
     `agreement_floor` is alerted.
@@ -183,7 +198,8 @@ def nightly(
     if failures["incomplete"]:  # failed queries beyond what their configuration allows
         verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
     else:
-        verdict = t.gate(scores, checked.baseline, tolerance, candidate)
+        verdict = t.gate(scores, checked.baseline, tolerance, candidate,
+                         dataset_of(collection))
     side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
                     if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
@@ -198,19 +214,25 @@ def nightly(
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
+        dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),
         failures=failures, candidate=side_by_side, documents=documents,
         cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),
                                        collection_hashes(collection)))
-    t.publish(result, runs, output)
+    published = t.publish(result, runs, output, qrels, snapshot_retention)
     table = console_table(result)
     logger.info("results of %s\n%s", run_id, table)
     logger.info("%s", result.gate_line())
 
     alert = alert_for(result)
     if alert is not None:
-        alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        alert.where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        diff = published["diff"]
+        if diff:
+            alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
+                          + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
+                                           diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)
     if failures["incomplete"]:
         raise RunIncomplete(pipeline.incomplete_message(failures), table)

@@ -50,6 +50,7 @@ def replay(
     output: str | None = "out/replay",
     label: str | None = None,
     alert_block: str | None = None,
+    ab_max_losses: int | None = None,
 ) -> dict:
     """Score recorded traces per segment against thresholds, with annotation coverage and A/B.
 
@@ -58,7 +59,9 @@ def replay(
     `configurations` picks one, or two to compare, by the traces' configuration field.
     `thresholds`, `catalog`, `judgments`, `queries` are files as for `searcheval replay`.
     The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a
-    parameter, so no password is stored with the flow run.
+    parameter, so no password is stored with the flow run. With two configurations B loses,
+    and the run fails, when it has more losing than winning queries on a gated metric (or more
+    than `ab_max_losses`), or a significant drop.
     """
     logger = get_run_logger()
     run_id = new_replay_id()
@@ -69,7 +72,8 @@ def replay(
             segment=segment, configurations=configurations, thresholds=thresholds,
             catalog=catalog, judgments=judgments, queries=queries, metrics=metrics, gain=gain,
             relevance_level=relevance_level, no_relevant=no_relevant, max_grade=max_grade,
-            max_bad_share=max_bad_share, permutations=permutations, seed=seed)
+            max_bad_share=max_bad_share, permutations=permutations, seed=seed,
+            ab_max_losses=ab_max_losses)
         references = t.load_references(plan)
         if plan.from_db:
             table, table_b = t.read_trace_table(plan), None

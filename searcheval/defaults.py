@@ -30,6 +30,12 @@ CONFIGURATIONS = ("bm25", "dense", "fused")  # the entries of the shipped config
 CONFIGURATIONS_FILE = "configurations.yaml"
 GATED_CONFIGURATION = "fused"  # what production serves, the one the gate guards
 DEPTH = 100  # results per query
+SNAPSHOT_DEPTH = 100  # ranks of each ranked list kept in Postgres per run (eval_ranked_results)
+SNAPSHOT_RETENTION = "90d"  # the nightly prunes snapshots older than this (metrics history stays)
+LATEST = "latest"  # OUTPUT/latest points at the newest run's folder OUTPUT/<run_id>/
+DIFF_METRIC = "ndcg@10"  # `searcheval diff` sorts queries by this metric's delta
+DIFF_TOP_K = 10  # results shown side by side, and the "entered / left the top k" of a diff
+BASELINES_DIR = "baselines"  # beside baseline.json: baselines/<dataset>.json of other datasets
 TOLERANCE = 0.02  # absolute drop of a gated metric that trips the gate
 COVERAGE_K = 10  # judged share of each configuration's top k ...
 COVERAGE_FLOOR = 0.9  # ... below this share, the run is alerted
@@ -49,6 +55,8 @@ MAX_FIELD_CHARS = 1_000_000  # longest CSV/TSV field read (the csv module's own 
 # -- statistics
 PERMUTATIONS = 10_000  # random sign flips of the paired randomization test beyond 16 pairs
 WORST_QUERIES = 5  # queries named per tripped metric
+SIGNIFICANCE_LEVEL = 0.05  # two-sided level of the paired tests the gate reports
+POWER = 0.8  # power of the minimum detectable effect and of the queries-needed estimate
 
 # -- datasets
 WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from contextlib import nullcontext
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
@@ -39,6 +40,7 @@ from searcheval.types import Collection, RankedRun
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
 WHAT_RAN_ARTIFACT = "searcheval-what-ran"
+DIFF_ARTIFACT = "searcheval-diff"
 REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
@@ -193,30 +195,78 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
     return pipeline.score_runs(runs, collection, qrels, metrics, settings)
 
 
-@task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline, tolerance: float | None,
-         configuration: str | None = None):
-    return pipeline.gate_scores(scores, baseline, tolerance, configuration)
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def gate(scores: dict, baseline, tolerance: float | None, configuration: str | None = None,
+         dataset: str | None = None):
+    """The gate (`baseline`: the preflight's Baseline, or a path) of `configuration` (a candidate;
+    default the baseline's); the spread of per-query differences for the minimum detectable
+    effect comes from the dataset's history in Postgres when there is one."""
+    spread = {}
+    if baseline is not None and dataset is not None:
+        from searcheval.evaluation.baseline import Baseline, load_baseline
+
+        gated = baseline if isinstance(baseline, Baseline) else load_baseline(baseline)
+        with open_database() as conn:
+            spread = {m: pipeline.history_spread(conn, dataset, m) for m in gated.metrics}
+    return pipeline.gate_scores(scores, baseline, tolerance, configuration, spread)
+
+
+def artifact_key(*parts: str | None) -> str:
+    """A Prefect artifact key (lowercase letters, digits, dashes) from its parts: stable per
+    dataset and configuration, so the UI's artifact history shows one series each."""
+    text = "-".join(p for p in parts if p)
+    return re.sub(r"-+", "-", re.sub(r"[^a-z0-9-]", "-", text.lower())).strip("-")
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | None) -> None:
-    """History in Postgres (one transaction), files, and artifacts under stable keys."""
+def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | None,
+            qrels: dict | None = None, retention: str | None = None) -> dict:
+    """History and the snapshot of the ranked lists in Postgres (one transaction), the diff
+    against the previous run of the dataset, files in `output/<run_id>/` (+ `latest`), and
+    artifacts under stable keys. Returns {"snapshot_rows", "diff", "pruned"}."""
+    from searcheval.evaluation.diff import diff_json, diff_markdown
+    from searcheval.store.snapshots import parse_age, prune_snapshots
+
+    logger = get_run_logger()
     with open_database() as conn:
-        pipeline.publish_history(conn, result)
+        rows = pipeline.publish_history(conn, result, runs, qrels)
+        diff = pipeline.diff_with_previous(conn, result)
+        pruned = prune_snapshots(conn, parse_age(retention)) if retention else None
+    if pruned and pruned["rows"]:
+        logger.info("pruned %d snapshot rows of %d runs older than %s", pruned["rows"],
+                    pruned["runs"], retention)
+    extra = {"diff.md": diff_markdown(diff), "diff.json": diff_json(diff)} if diff else {}
     if output:
-        write_outputs(result, runs, output)
+        write_outputs(result, runs, output, extra)
+    gate = result.gate
     status = result.gate_status()
-    rows = []
+    rows_table = []
     for name, s in result.scores.items():
-        rows.append({"configuration": name,
-                     **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
-                     "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
-                     "gate": (status["status"] if result.gate is None
-                              or result.gate.configuration == name else "")})
-    create_table_artifact(table=rows, key=METRICS_ARTIFACT,
-                          description=f"searcheval run {result.run_id}: means over the golden "
-                                      f"queries; {result.gate_line()}"[:2000])
+        row = {"configuration": name,
+               **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
+               "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
+               "gate": (status["status"] if gate is None or gate.configuration == name
+                        else "")}
+        if gate is not None and gate.configuration == name:
+            for metric, c in gate.compared.items():
+                row[f"baseline {metric}"] = c["baseline"]
+                row[f"delta {metric}"] = None if c["delta"] is None else round(c["delta"], 6)
+        rows_table.append(row)
+    description = (f"searcheval run {result.run_id}: means over the golden queries; "
+                   f"{result.gate_line()}")[:2000]
+    create_table_artifact(table=rows_table, key=METRICS_ARTIFACT, description=description)
+    if result.dataset:
+        create_table_artifact(table=rows_table, key=artifact_key(METRICS_ARTIFACT, result.dataset),
+                              description=description)
+        for name, s in result.scores.items():  # one series per dataset and configuration
+            compared = gate.compared if gate is not None and gate.configuration == name else {}
+            create_table_artifact(
+                table=[{"metric": m, "value": v,
+                        "baseline": (compared.get(m) or {}).get("baseline"),
+                        "delta": (compared.get(m) or {}).get("delta")}
+                       for m, v in s.means.items()],
+                key=artifact_key(METRICS_ARTIFACT, result.dataset, name),
+                description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
     create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
@@ -230,6 +280,14 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
             key=WHAT_RAN_ARTIFACT,
             description=f"searcheval run {result.run_id}: what ran (secrets never shown)")
         tag_flow_run(provenance.tags(ran))
+
+    if diff:
+        create_markdown_artifact(
+            markdown=diff_markdown(diff, limit=20),
+            key=artifact_key(DIFF_ARTIFACT, result.dataset, diff["b"]["configuration"]),
+            description=f"searcheval run {result.run_id} against {diff['a']['run_id']}: "
+                        f"{diff['headline']}")
+    return {"snapshot_rows": rows, "diff": diff, "pruned": pruned}
 
 
 def tag_flow_run(tags: list[str]) -> None:

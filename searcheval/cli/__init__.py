@@ -16,6 +16,7 @@ from typing import Callable, Sequence
 from searcheval.cli.baseline import add_baseline
 from searcheval.cli.benchmark import add_benchmark
 from searcheval.cli.common import EXIT_REFUSED, Parser, option_flags, refusal_line
+from searcheval.cli.diff import add_diff
 from searcheval.cli.history import add_history
 from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.replay import add_replay, add_traces
@@ -26,7 +27,8 @@ from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
-                            add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate]
+                            add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
+                            add_diff]
 
 
 def build_parser() -> Parser:

@@ -1,42 +1,126 @@
-"""`searcheval baseline update`: rewrite the reviewed baseline from a run, on purpose."""
+"""`searcheval baseline update`: rewrite the reviewed baseline from a run, on purpose.
+
+One baseline per dataset: the fixtures' is `baseline.json`, another dataset's
+`baselines/<dataset>.json` beside it. A run of another dataset than the baseline's is refused, and
+so is a run that tripped the gate (or falls below the baseline by more than its tolerance)
+unless `--accept-regression "reason"` says why it should become the baseline anyway.
+"""
 
 from __future__ import annotations
 
 import argparse
+import getpass
+import os
 from pathlib import Path
 
 from searcheval import defaults
 from searcheval.cli.common import EXIT_OK, Parser, add_database_url
+from searcheval.errors import InputError
+
+
+def _who(args: argparse.Namespace) -> str:
+    if args.who:
+        return args.who
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return os.environ.get("USER") or "unknown"
+
+
+def _regressions(previous, new) -> list[str]:
+    """Gated metrics of `new` below `previous` by more than its tolerance."""
+    if previous is None:
+        return []
+    out = []
+    for metric, before in previous.metrics.items():
+        after = new.metrics.get(metric)
+        if after is not None and after < before - previous.tolerance - 1e-12:
+            out.append(f"{metric} {before:.4f} -> {after:.4f} ({after - before:+.4f})")
+    return out
 
 
 def cmd_baseline_update(args: argparse.Namespace) -> int:
-    from searcheval.evaluation.baseline import diff_baselines, load_baseline, write_baseline
+    from searcheval.evaluation.baseline import (
+        Provenance,
+        dataset_baseline_path,
+        diff_baselines,
+        load_baseline,
+        write_baseline,
+    )
     from searcheval.evaluation.history import baseline_from_output, baseline_from_run
 
-    previous = load_baseline(args.baseline) if args.baseline.exists() else None
-    if args.from_output:
-        new = baseline_from_output(args.from_output, previous)
-    else:
-        new = baseline_from_run(args.from_run, previous, args.database_url)
+    named = args.baseline is not None
+    path = args.baseline if named else Path(defaults.BASELINE)
+
+    def made(previous):
+        provenance = Provenance(created_by=_who(args), reason=args.reason,
+                                accepted_regression=args.accept_regression)
+        if args.from_output:
+            return baseline_from_output(args.from_output, previous, provenance=provenance)
+        return baseline_from_run(args.from_run, previous, args.database_url,
+                                 provenance=provenance)
+
+    previous = load_baseline(path) if path.exists() else None
+    made_run = made(previous)
+    new = made_run.baseline
+    if previous is not None and previous.dataset and new.dataset \
+            and previous.dataset != new.dataset:
+        own = dataset_baseline_path(path, new.dataset)
+        if named:
+            raise InputError(f"run {new.from_run} is of dataset {new.dataset!r}, this baseline of "
+                             f"{previous.dataset!r}: a dataset's baseline is its own file "
+                             f"({own})", file=path, field="dataset")
+        path = own
+        previous = load_baseline(path) if path.exists() else None
+        made_run = made(previous)
+        new = made_run.baseline
     for line in diff_baselines(previous, new):
         print(line)
+    regressions = _regressions(previous, new)
+    if (made_run.gate_passed is False or regressions) and not args.accept_regression:
+        why = "it tripped the gate" if made_run.gate_passed is False else \
+            "it is worse than the baseline beyond the tolerance: " + "; ".join(regressions)
+        if args.dry_run:
+            print(f"(dry run: {path} unchanged; without --accept-regression the update would be "
+                  f"refused: {why})")
+            return EXIT_OK
+        raise InputError(f"run {new.from_run} is not made the baseline: {why}; review the diff "
+                         "and pass --accept-regression \"reason\" to accept it",
+                         field="accept_regression")
     if args.dry_run:
-        print(f"(dry run: {args.baseline} unchanged)")
+        print(f"(dry run: {path} unchanged)")
         return EXIT_OK
-    write_baseline(args.baseline, new)
-    print(f"wrote {args.baseline}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_baseline(path, new)
+    print(f"wrote {path}")
+    if args.from_run or args.database_url or os.environ.get("SEARCHEVAL_DATABASE_URL"):
+        from searcheval.store.database import open_database
+        from searcheval.store.snapshots import record_baseline_update
+
+        with open_database(args.database_url) as conn:
+            record_baseline_update(conn, dataset=new.dataset, configuration=new.configuration,
+                                   from_run=new.from_run, path=str(path), who=new.created_by,
+                                   reason=args.accept_regression or args.reason,
+                                   accepted_regression=bool(args.accept_regression))
     return EXIT_OK
 
 
 def add_baseline(sub) -> None:
     p = sub.add_parser("baseline", help="the reviewed baseline of the gate")
     bsub = p.add_subparsers(dest="baseline_command", required=True, parser_class=Parser)
-    u = bsub.add_parser("update", help="rewrite baseline.json from a run, on purpose; prints the diff")
+    u = bsub.add_parser("update", help="rewrite a dataset's baseline from a run, on purpose; "
+                                       "prints the diff")
     src = u.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-run", help="a run id of the history in Postgres")
-    src.add_argument("--from-output", type=Path, help="an output folder of `searcheval run`")
-    u.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
-                   help=f"the baseline file to rewrite (default {defaults.BASELINE})")
+    src.add_argument("--from-output", type=Path, help="an output folder of `searcheval run` "
+                     "(its latest run) or a run's own folder OUTPUT/<run_id>")
+    u.add_argument("--baseline", type=Path,
+                   help=f"the baseline file to rewrite (default {defaults.BASELINE} for its "
+                        f"dataset, {defaults.BASELINES_DIR}/<dataset>.json for another)")
+    u.add_argument("--reason", help="why the baseline changes (recorded in it)")
+    u.add_argument("--accept-regression", metavar="REASON",
+                   help="make a run that tripped the gate the baseline anyway, and record why")
+    u.add_argument("--who", help="who reviewed it (default: the user name)")
     u.add_argument("--dry-run", action="store_true", help="print the diff, write nothing")
     add_database_url(u)
     u.set_defaults(handler=cmd_baseline_update)

@@ -77,6 +77,7 @@ def add_benchmark(sub) -> None:
     add_benchmark_load(bsub)
     add_benchmark_backend(bsub)
     add_benchmark_score(bsub)
+    add_benchmark_snapshots(bsub)
 
 
 def add_benchmark_score(bsub) -> None:
@@ -134,6 +135,32 @@ def cmd_benchmark_backend(args: argparse.Namespace) -> int:
                          field="queries")
     figures = benchmark_backend(project_root(), queries=args.queries, delay_ms=args.delay_ms,
                                 concurrencies=(low, high))
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def add_benchmark_snapshots(bsub) -> None:
+    b = bsub.add_parser("snapshots", help="storing a run's ranked lists (binary COPY vs INSERTs) "
+                                          "and diffing two runs, at SciFact's size")
+    b.add_argument("--queries", type=int, default=300, help="queries per run (default 300)")
+    b.add_argument("--depth", type=int, default=100, help="ranks per list (default 100)")
+    b.add_argument("--repeat", type=int, default=3, help="rounds; the best time is shown")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    add_database_url(b, "server to create the throwaway database on")
+    b.set_defaults(handler=cmd_benchmark_snapshots)
+
+
+def cmd_benchmark_snapshots(args: argparse.Namespace) -> int:
+    from searcheval.bench.snapshots import benchmark_snapshots
+    from searcheval.errors import DatabaseError
+
+    if min(args.queries, args.depth, args.repeat) < 1:
+        raise InputError("expected --queries, --depth and --repeat >= 1", field="queries")
+    try:
+        figures = benchmark_snapshots(args.database_url, queries=args.queries, depth=args.depth,
+                                      repeat=args.repeat, seed=args.seed)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
 

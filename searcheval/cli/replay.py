@@ -76,6 +76,10 @@ def add_replay(sub) -> None:
     p.add_argument("--permutations", type=int, default=defaults.PERMUTATIONS,
                    help=f"random sign flips of the A/B paired test (default {defaults.PERMUTATIONS})")
     p.add_argument("--seed", type=int, default=0, help="seed of the A/B paired test")
+    p.add_argument("--max-losses", type=int, default=None, dest="ab_max_losses",
+                   help="A/B: B loses (exit 1) with more losing queries than this on a gated "
+                        "metric (default: more losing than winning queries), or with a "
+                        "significant drop")
     p.add_argument("--per-trace", action="store_true", help="add per_trace values to the JSON")
     p.add_argument("--output", type=Path, default=None,
                    help="also write DIR/replay.json (the JSON) and DIR/report.md")
@@ -97,7 +101,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
         queries=args.queries, metrics=args.metrics, gain=args.gain,
         relevance_level=args.relevance_level, no_relevant=args.no_relevant,
         max_grade=args.max_grade, max_bad_share=args.max_bad_share,
-        permutations=args.permutations, seed=args.seed)
+        permutations=args.permutations, seed=args.seed, ab_max_losses=args.ab_max_losses)
     references = compose.load_references(plan)
     try:
         if plan.from_db:

@@ -108,6 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from searcheval.errors import GateTripped, RunIncomplete
 
     params = flow_parameters(request, args)
+    params["snapshot_depth"] = args.snapshot_depth
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
@@ -194,6 +195,9 @@ def add_run(sub) -> None:
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--snapshot-depth", type=int, default=defaults.SNAPSHOT_DEPTH,
+                   help="ranks of each ranked list kept in Postgres for diffs "
+                        f"(default {defaults.SNAPSHOT_DEPTH})")
     p.add_argument("--alert-block", help="Prefect notification block to alert through ('type/name')")
     add_database_url(p)
     p.add_argument("--task-runner", choices=["thread", "dask"],

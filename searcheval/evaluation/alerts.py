@@ -28,6 +28,8 @@ class Alert:
     run_id: str
     reasons: list[dict] = field(default_factory=list)  # {"kind", "summary", ...details}
     where: str | None = None  # report path or UI address
+    diff: str | None = None  # where the diff against the previous run is (file or artifact)
+    worst: list[str] = field(default_factory=list)  # the diff's worst queries, with their text
 
     @property
     def subject(self) -> str:
@@ -39,11 +41,17 @@ class Alert:
         lines += [f"- {r['summary']}" for r in self.reasons]
         if self.where:
             lines.append(f"details: {self.where}")
+        if self.diff:
+            lines.append(f"diff against the previous run: {self.diff}")
+        if self.worst:
+            lines.append("worst queries:")
+            lines += [f"  {line}" for line in self.worst]
         return "\n".join(lines)
 
     def payload(self) -> dict:
         return {"run_id": self.run_id, "subject": self.subject, "reasons": self.reasons,
-                "where": self.where, "text": self.body()}
+                "where": self.where, "diff": self.diff, "worst": self.worst,
+                "text": self.body()}
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -31,6 +31,17 @@ class Baseline:
     from_run: str | None = None
     model: str | None = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # what the baseline is of (absent in baselines from before provenance: then not checked)
+    dataset: str | None = None  # the collection's name
+    dataset_fingerprint: dict[str, str] = field(default_factory=dict)  # sha256 of each input
+    query_ids: list[str] | None = None  # the golden queries it was scored over
+    configuration_hash: str | None = None
+    conventions: dict[str, Any] = field(default_factory=dict)  # gain, no_relevant, relevance_level, metrics
+    created_by: str | None = None  # who ran `baseline update`
+    reason: str | None = None  # why
+    accepted_regression: str | None = None  # the reason a tripped run was accepted
+    # per-query rules next to the means: [{"metric", "category"?, "max_drop"?, "max_worse"?}]
+    query_rules: list[dict[str, Any]] = field(default_factory=list)
     path: str | None = None
 
     def to_json(self) -> dict:
@@ -135,42 +146,177 @@ def load_baseline(path: str | Path) -> Baseline:
         from_run=data.get("from_run"),
         model=data.get("model"),
         settings=settings,
+        dataset=data.get("dataset"),
+        dataset_fingerprint=data.get("dataset_fingerprint") or {},
+        query_ids=_query_ids(data.get("query_ids"), path),
+        configuration_hash=data.get("configuration_hash"),
+        conventions=data.get("conventions") or {},
+        created_by=data.get("created_by"),
+        reason=data.get("reason"),
+        accepted_regression=data.get("accepted_regression"),
+        query_rules=_query_rules(data.get("query_rules"), path),
         path=str(path),
     )
 
 
+def _query_rules(raw: Any, path: Path) -> list[dict[str, Any]]:
+    """`query_rules`: each {"metric", "category" (optional: all queries), "max_drop" (no query
+    may fall by more than this), "max_worse" (at most this many queries worse)}."""
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise InputError("expected a list of rules {metric, category, max_drop, max_worse}",
+                         file=path, field="query_rules")
+    rules = []
+    for i, rule in enumerate(raw):
+        where = f"query_rules[{i}]"
+        if not isinstance(rule, dict) or "metric" not in rule:
+            raise InputError("expected an object with a metric", file=path, field=where)
+        unknown = sorted(set(rule) - {"metric", "category", "max_drop", "max_worse"})
+        if unknown:
+            raise InputError(f"unknown key(s) {unknown}; expected metric, category, max_drop, "
+                             "max_worse", file=path, field=where)
+        try:
+            parse_metric(rule["metric"])
+        except InputError as exc:
+            raise InputError(exc.message, file=path, field=f"{where}.metric") from None
+        if "max_drop" not in rule and "max_worse" not in rule:
+            raise InputError("expected max_drop and/or max_worse", file=path, field=where)
+        if "max_drop" in rule:
+            drop = _number(rule["max_drop"], path, f"{where}.max_drop")
+            if drop < 0:
+                raise InputError(f"expected max_drop >= 0, got {drop}", file=path,
+                                 field=f"{where}.max_drop")
+        worse = rule.get("max_worse")
+        if "max_worse" in rule and (isinstance(worse, bool) or not isinstance(worse, int)
+                                    or worse < 0):
+            raise InputError(f"expected a whole number >= 0, got {worse!r}", file=path,
+                             field=f"{where}.max_worse")
+        if rule.get("category") is not None and not isinstance(rule["category"], str):
+            raise InputError("expected a category name", file=path, field=f"{where}.category")
+        rules.append(dict(rule))
+    return rules
+
+
+def _query_ids(raw: Any, path: Path) -> list[str] | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, list) or not all(isinstance(q, str) for q in raw):
+        raise InputError("expected a list of query ids", file=path, field="query_ids")
+    return list(raw)
+
+
+#: the conventions a baseline records and a run must share with it to be gated against it
+CONVENTION_KEYS = ("gain", "no_relevant", "relevance_level")
+
+
+@dataclass
+class Provenance:
+    """What a new baseline is of, and who made it why (`baseline_from_values`)."""
+
+    dataset: str | None = None
+    dataset_fingerprint: dict[str, str] = field(default_factory=dict)
+    query_ids: list[str] | None = None
+    configuration_hash: str | None = None
+    conventions: dict[str, Any] = field(default_factory=dict)
+    created_by: str | None = None
+    reason: str | None = None
+    accepted_regression: str | None = None
+
+
+def run_conventions(settings, metrics: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The conventions block of a baseline from the metric engine's settings: what the numbers
+    mean (gain, policy for queries without relevant judgments, relevance level, the metrics and
+    their cutoffs)."""
+    return {"gain": settings.effective_gain, "no_relevant": settings.effective_policy,
+            "relevance_level": settings.relevance_level, "metrics": sorted(metrics)}
+
+
+def check_comparable(baseline: Baseline, *, dataset: str | None, query_ids: list[str],
+                     conventions: dict[str, Any], only_dataset: bool = False) -> None:
+    """Refuse (InputError naming the one difference) a run that cannot be compared with the
+    baseline: another dataset, another query set, other conventions. A baseline without a field
+    (from before provenance) is not checked on it."""
+    where = dict(file=baseline.path)
+    if baseline.dataset is not None and dataset is not None and baseline.dataset != dataset:
+        raise InputError(f"the baseline is of dataset {baseline.dataset!r}, this run of "
+                         f"{dataset!r}: gate it against its own baseline "
+                         f"(baselines/{dataset}.json) or run with --no-baseline", **where,
+                         field="dataset")
+    if only_dataset:
+        return
+    if baseline.query_ids is not None:
+        ours, theirs = set(query_ids), set(baseline.query_ids)
+        if ours != theirs:
+            missing, extra = sorted(theirs - ours), sorted(ours - theirs)
+            parts = []
+            if missing:
+                parts.append(f"{len(missing)} of its queries are not in this run (first: "
+                             f"{missing[0]!r})")
+            if extra:
+                parts.append(f"this run has {len(extra)} queries it lacks (first: {extra[0]!r})")
+            raise InputError(f"the baseline's query set ({len(theirs)} queries) differs from this "
+                             f"run's ({len(ours)}): " + "; ".join(parts), **where,
+                             field="query_ids")
+    for key in CONVENTION_KEYS:
+        if key in baseline.conventions and key in conventions \
+                and baseline.conventions[key] != conventions[key]:
+            raise InputError(f"the baseline was scored with {key} {baseline.conventions[key]!r}, "
+                             f"this run with {conventions[key]!r}", **where,
+                             field=f"conventions.{key}")
+
+
 def baseline_from_scores(scores: ConfigurationScores, *, run_id: str, model: str | None,
                          previous: Baseline | None = None,
-                         metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
+                         metrics: tuple[str, ...] = GATED_METRICS,
+                         provenance: Provenance | None = None) -> Baseline:
     """A new baseline from a run's scores; tolerance and floors carry over from the previous one."""
     settings = {"gain": scores.settings.gain, "no_relevant": scores.settings.no_relevant,
                 "relevance_level": scores.settings.relevance_level}
+    provenance = provenance or Provenance()
+    if provenance.query_ids is None:
+        provenance.query_ids = list(scores.evaluation.query_ids)
+    if not provenance.conventions:
+        provenance.conventions = run_conventions(scores.settings, metrics)
     return baseline_from_values(scores.configuration, scores.means, per_query_values(scores, metrics),
                                 run_id=run_id, model=model, previous=previous, settings=settings,
-                                metrics=metrics)
+                                metrics=metrics, provenance=provenance)
 
 
 def baseline_from_values(configuration: str, means: dict[str, float | None],
                          per_query: dict[str, dict[str, float | None]], *, run_id: str,
                          model: str | None, previous: Baseline | None = None,
                          settings: dict | None = None,
-                         metrics: tuple[str, ...] = GATED_METRICS) -> Baseline:
-    """A new baseline from means and per-query values (from scores, the history, or files)."""
+                         metrics: tuple[str, ...] = GATED_METRICS,
+                         provenance: Provenance | None = None) -> Baseline:
+    """A new baseline from means and per-query values (from scores, the history, or files).
+    Values are kept unrounded (JSON keeps a float exactly), so a run of unchanged code passes
+    against its own baseline at tolerance 0."""
     def clean(v):
-        return None if v is None or (isinstance(v, float) and math.isnan(v)) else round(v, 6)
+        return None if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
 
+    p = provenance or Provenance()
     return Baseline(
         configuration=configuration,
-        metrics={m: round(means[m], 6) for m in metrics if means.get(m) is not None},
+        metrics={m: float(means[m]) for m in metrics if means.get(m) is not None},
         tolerance=previous.tolerance if previous else TOLERANCE,
         floors=dict(previous.floors) if previous else {},
         category_floors=dict(previous.category_floors) if previous else {},
+        query_rules=[dict(r) for r in previous.query_rules] if previous else [],
         per_query={q: {m: clean(v) for m, v in vals.items() if m in metrics}
                    for q, vals in sorted(per_query.items())},
         created_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         from_run=run_id,
         model=model,
         settings=settings or {},
+        dataset=p.dataset,
+        dataset_fingerprint=dict(p.dataset_fingerprint),
+        query_ids=sorted(p.query_ids) if p.query_ids is not None else None,
+        configuration_hash=p.configuration_hash,
+        conventions=dict(p.conventions),
+        created_by=p.created_by,
+        reason=p.reason,
+        accepted_regression=p.accepted_regression,
     )
 
 
@@ -196,6 +342,23 @@ def diff_baselines(old: Baseline | None, new: Baseline) -> list[str]:
         lines.append(f"~ from_run: {old.from_run if old else None} -> {new.from_run}")
     if old is None or old.model != new.model:
         lines.append(f"~ model: {old.model if old else None} -> {new.model}")
+    if old is None or old.dataset != new.dataset:
+        lines.append(f"~ dataset: {old.dataset if old else None} -> {new.dataset}")
+    if old is not None and old.per_query and new.per_query:
+        metric = next(iter(new.metrics), None)
+        if metric is not None:
+            worse = better = 0
+            for qid, values in new.per_query.items():
+                before, after = (old.per_query.get(qid) or {}).get(metric), values.get(metric)
+                if before is not None and after is not None:
+                    worse += after < before
+                    better += after > before
+            lines.append(f"  per query ({metric}): {worse} worse, {better} better of "
+                         f"{len(new.per_query)}")
+    if new.accepted_regression:
+        lines.append(f"! accepted regression: {new.accepted_regression}")
+    if new.reason:
+        lines.append(f"  reason: {new.reason}")
     return lines
 
 
@@ -207,3 +370,56 @@ def per_query_values(scores: ConfigurationScores, metrics) -> dict[str, dict[str
     return out
 
 
+
+
+def dataset_baseline_path(path: str | Path, dataset: str) -> Path:
+    """Where the baseline of `dataset` lives beside `path`: `baselines/<dataset>.json`."""
+    from searcheval.defaults import BASELINES_DIR
+
+    return Path(path).parent / BASELINES_DIR / f"{dataset}.json"
+
+
+def select_baseline(path: str | Path, dataset: str | None) -> tuple[Baseline | None, str | None]:
+    """The baseline a run of `dataset` is gated against, or (None, why not): one baseline per
+    dataset. `path` when it is of this dataset (or records none); when it is another dataset's,
+    `baselines/<dataset>.json` beside it if `path` is the default (`baseline.json`), else None
+    and "no baseline for dataset ..." (the run is published NOT GATED). A baseline named on
+    purpose that is another dataset's is refused: a run is never gated against it. A missing
+    `path` is refused by `load_baseline`."""
+    from searcheval.defaults import BASELINE
+
+    baseline = load_baseline(path)
+    if baseline.dataset is None or dataset is None or baseline.dataset == dataset:
+        return baseline, None
+    if str(path) != BASELINE:
+        raise InputError(f"the baseline is of dataset {baseline.dataset!r}, this run of "
+                         f"{dataset!r}: gate it against its own baseline "
+                         f"({dataset_baseline_path(path, dataset)}) or run with --no-baseline",
+                         file=baseline.path, field="dataset")
+    own = dataset_baseline_path(path, dataset)
+    if not own.exists():
+        return None, (f"no baseline for dataset {dataset!r} (create {own} with "
+                      "`searcheval baseline update`)")
+    baseline = load_baseline(own)
+    check_comparable(baseline, dataset=dataset, query_ids=[], conventions={}, only_dataset=True)
+    return baseline, None
+
+
+def resolve_baseline(path: str | Path | None, dataset: str, *, query_ids: list[str],
+                     conventions: dict[str, Any]) -> tuple[Baseline | None, str | None]:
+    """`select_baseline`, then `check_comparable`: (the baseline, None) or (None, why not)."""
+    if path is None:
+        return None, "no baseline (--no-baseline)"
+    baseline, reason = select_baseline(path, dataset)
+    if baseline is not None:
+        check_comparable(baseline, dataset=dataset, query_ids=query_ids, conventions=conventions)
+    return baseline, reason
+
+
+def dataset_of(collection) -> str:
+    """What baselines, snapshots and diffs call a dataset: the name it declares for itself
+    (searcheval.yaml, a mapping's name), else its folder's name. Never the content fingerprint:
+    a catalog that changes overnight is still the same dataset, and its query set and
+    conventions are checked on their own (`check_comparable`)."""
+    return collection.declared_name or getattr(collection.settings, "name", None) \
+        or collection.name

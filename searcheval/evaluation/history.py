@@ -4,28 +4,63 @@ run (from Postgres or from an output folder)."""
 from __future__ import annotations
 
 import csv
+from dataclasses import dataclass
 from pathlib import Path
 
 from searcheval import store
-from searcheval.defaults import GATED_CONFIGURATION
+from searcheval.defaults import GATED_CONFIGURATION, GATED_METRICS
 from searcheval.errors import InputError
-from searcheval.evaluation.baseline import Baseline, baseline_from_values
+from searcheval.evaluation.baseline import Baseline, Provenance, baseline_from_values
 from searcheval.io.files import read_json, read_text
 from searcheval.store.database import open_database
 
 HISTORY_METRICS = ("ndcg@10", "mrr", "recall@20")
 
 
-def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None) -> list[dict]:
-    """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value}}."""
+def _git(summary: dict) -> tuple[str | None, bool | None]:
+    """The git commit and dirty flag a run recorded (the record of what ran), if it did."""
+    for block in (summary.get("ran"), summary.get("record"), summary):
+        if isinstance(block, dict) and isinstance(block.get("git"), dict):
+            git = block["git"]
+            return git.get("commit"), git.get("dirty")
+    return summary.get("git_commit"), summary.get("git_dirty")
+
+
+def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None, *,
+                dataset: str | None = None, label: str | None = None,
+                source: str | None = None) -> list[dict]:
+    """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value},
+    dataset, label, source, commit, dirty, baseline_updates: [...]}, filtered by dataset, label
+    and source (nightly, manual, candidate; replay reads the replay history)."""
+    from searcheval.store import snapshots
+
     with open_database(url) as conn:
-        runs = store.last_runs(conn, n)
+        if source == "replay":
+            rows = [r for r in store.last_replay_runs(conn, max(n, 1) * 10)
+                    if label is None or (r.get("summary") or {}).get("label") == label][:n]
+        else:
+            rows = snapshots.find_runs(conn, n=n, dataset=dataset, configuration=configuration,
+                                       label=label, kind=source)
+        updates = snapshots.baseline_updates(conn)
         out = []
-        for run in reversed(runs):
-            metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
-                       if r["configuration"] == configuration and r["category"] == "all"}
+        for run in reversed(rows):
+            if source == "replay":
+                metrics = {r["metric"]: r["value"] for r in store.replay_run_metrics(conn, run["run_id"])
+                           if r["segment"] == "(all)" and r["configuration"] == run["configuration"]}
+                gate, kind, run_label = run["passed"], "replay", (run.get("summary") or {}).get("label")
+            else:
+                metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
+                           if r["configuration"] == configuration and r["category"] == "all"}
+                gate, kind, run_label = run["gate_passed"], run.get("kind"), run.get("label")
+            commit, dirty = _git(run.get("summary") or {})
             out.append({"run_id": run["run_id"], "started_at": run["started_at"],
-                        "gate_passed": run["gate_passed"], "metrics": metrics})
+                        "gate_passed": gate, "metrics": metrics, "dataset": run.get("dataset"),
+                        "label": run_label, "source": kind, "commit": commit, "dirty": dirty})
+    for i, run in enumerate(out):
+        after = out[i - 1]["started_at"] if i else None
+        run["baseline_updates"] = [
+            u for u in updates if (dataset is None or u["dataset"] in (None, dataset))
+            and u["updated_at"] <= run["started_at"] and (after is None or u["updated_at"] > after)]
     return out
 
 
@@ -33,11 +68,14 @@ def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) ->
     if not runs:
         return "no run recorded yet"
     lines = [f"{'run':<26}{'started (UTC)':<18}" + "".join(f"{m:<11}" for m in HISTORY_METRICS)
-             + "gate"]
+             + f"{'gate':<9}{'source':<10}{'commit':<10}{'dirty':<7}label"]
     for r in runs:
         gate = {True: "passed", False: "TRIPPED", None: "-"}[r["gate_passed"]]
-        lines.append(f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
-                     + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS) + gate)
+        dirty = {True: "yes", False: "no", None: "-"}[r.get("dirty")]
+        lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
+                      + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS)
+                      + f"{gate:<9}{r.get('source') or '-':<10}{(r.get('commit') or '-')[:8]:<10}"
+                      + f"{dirty:<7}{r.get('label') or '-'}").rstrip())
     lines.append(f"({configuration}, {len(runs)} runs, oldest first)")
     return "\n".join(lines)
 
@@ -47,7 +85,8 @@ def _fmt(value) -> str:
 
 
 def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Path:
-    """A PNG line chart of the history metrics over the runs; tripped runs marked in red."""
+    """A PNG line chart of the history metrics over the runs; tripped runs marked in red, baseline
+    updates as dashed lines before the first run after them, labels written above their run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -62,10 +101,16 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
     for i, r in enumerate(runs):
         if r["gate_passed"] is False:
             ax.axvline(i, color="red", alpha=0.3)
+        if r.get("baseline_updates"):
+            ax.axvline(i - 0.5, color="black", linestyle="--", alpha=0.6)
+            ax.text(i - 0.5, 1.02, "baseline", fontsize=6, ha="center")
+        if r.get("label"):
+            ax.annotate(r["label"], (i, 0.03), fontsize=6, rotation=90, ha="center")
     ax.set_xticks(x, [f"{r['started_at']:%m-%d %H:%M}" for r in runs], rotation=45, ha="right",
                   fontsize=7)
-    ax.set_ylim(0, 1.05)
-    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped)")
+    ax.set_ylim(0, 1.08)
+    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped; "
+                 "dashed: baseline updated)", fontsize=9)
     ax.legend(loc="lower left")
     fig.tight_layout()
     fig.savefig(path)
@@ -73,12 +118,42 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
     return path
 
 
-def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None) -> Baseline:
+def _configuration_hash(summary: dict, configuration: str) -> str | None:
+    """The hash of the resolved configuration, when the run recorded one."""
+    for block in (summary.get("ran"), summary.get("record"), summary):
+        if not isinstance(block, dict):
+            continue
+        confs = block.get("configurations")
+        if isinstance(confs, dict) and isinstance(confs.get(configuration), dict):
+            entry = confs[configuration]
+            return entry.get("sha256") or entry.get("hash")
+    return None
+
+
+def _conventions(raw: dict | None) -> dict:
+    raw = raw or {}
+    return {k: raw[k] for k in ("gain", "no_relevant", "relevance_level") if k in raw}
+
+
+@dataclass
+class RunForBaseline:
+    """A new baseline made from a run, and what the run was: its gate verdict and dataset."""
+
+    baseline: Baseline
+    gate_passed: bool | None
+    dataset: str | None
+
+
+def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None, *,
+                      provenance: Provenance | None = None) -> RunForBaseline:
     configuration = previous.configuration if previous else GATED_CONFIGURATION
     with open_database(url) as conn:
         runs = [r for r in store.last_runs(conn, 10_000) if r["run_id"] == run_id]
         if not runs:
             raise InputError(f"no run {run_id!r} in the history", field="from_run")
+        from searcheval.store import snapshots
+
+        row = snapshots.load_run(conn, run_id) or runs[0]
         means = {r["metric"]: r["value"] for r in store.run_metrics(conn, run_id)
                  if r["configuration"] == configuration and r["category"] == "all"}
         per_query: dict[str, dict] = {}
@@ -87,11 +162,22 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
                 per_query.setdefault(r["query_id"], {})[r["metric"]] = r["value"]
     if not means:
         raise InputError(f"run {run_id!r} has no metrics for {configuration!r}", field="from_run")
-    return baseline_from_values(configuration, means, per_query, run_id=run_id,
-                                model=runs[0]["model"], previous=previous)
+    summary = row.get("summary") or {}
+    p = provenance or Provenance()
+    p.dataset = row.get("dataset") or summary.get("dataset")
+    p.dataset_fingerprint = dict(row.get("input_hashes") or {})
+    queries = summary.get("queries")
+    p.query_ids = sorted(queries) if queries else (sorted(per_query) if p.dataset else None)
+    p.configuration_hash = _configuration_hash(summary, configuration)
+    p.conventions = {**_conventions(summary.get("conventions")),
+                     "metrics": sorted(m for m in GATED_METRICS if m in means)}
+    baseline = baseline_from_values(configuration, means, per_query, run_id=run_id,
+                                    model=runs[0]["model"], previous=previous, provenance=p)
+    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset)
 
 
-def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Baseline:
+def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
+                         provenance: Provenance | None = None) -> RunForBaseline:
     directory = Path(directory)
     metrics_path = directory / "metrics.json"
     doc, _ = read_json(metrics_path)
@@ -111,6 +197,16 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None) -> Ba
             raise InputError("expected a number", file=csv_path, line=line_no,
                              field="value") from None
         per_query.setdefault(row["query_id"], {})[row["metric"]] = value
-    return baseline_from_values(configuration, conf["means"], per_query, run_id=doc["run_id"],
-                                model=(doc.get("embeddings") or {}).get("model"),
-                                previous=previous)
+    p = provenance or Provenance()
+    p.dataset = doc.get("dataset")
+    p.dataset_fingerprint = dict(doc.get("input_hashes") or {})
+    queries = doc.get("queries")
+    p.query_ids = sorted(queries) if queries else None
+    p.configuration_hash = _configuration_hash(doc, configuration)
+    p.conventions = {**_conventions(doc.get("conventions")),
+                     "metrics": sorted(m for m in GATED_METRICS if m in conf["means"])}
+    baseline = baseline_from_values(configuration, conf["means"], per_query,
+                                    run_id=doc["run_id"],
+                                    model=(doc.get("embeddings") or {}).get("model"),
+                                    previous=previous, provenance=p)
+    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset)

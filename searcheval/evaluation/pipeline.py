@@ -22,7 +22,7 @@ import numpy as np
 import psycopg
 
 from searcheval import store
-from searcheval.defaults import REPORT_METRICS
+from searcheval.defaults import REPORT_METRICS, SNAPSHOT_DEPTH
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import (
     Alert,
@@ -296,12 +296,65 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
             for name, run in runs.items()}
 
 
+def configuration_spread(scores: dict[str, ConfigurationScores], metric: str
+                         ) -> tuple[float | None, str]:
+    """The spread of per-query differences between this run's configurations (every pair)."""
+    from itertools import combinations
+
+    from searcheval.metrics.stats import pooled_sd
+
+    names = [n for n in scores if metric in scores[n].evaluation.values]
+    sets = [scores[b].evaluation.values[metric] - scores[a].evaluation.values[metric]
+            for a, b in combinations(names, 2)
+            if scores[a].evaluation.query_ids == scores[b].evaluation.query_ids]
+    sd, used = pooled_sd(sets)
+    return sd, f"the differences between this run's configurations ({', '.join(names)})"
+
+
+def history_spread(conn: psycopg.Connection, dataset: str | None, metric: str,
+                   runs: int = 20) -> tuple[float | None, str]:
+    """The spread of per-query differences seen in the history of `dataset` (topic-set-size
+    design): between the configurations of each of the last `runs` runs, and between consecutive
+    runs of each configuration. Pairs that did not differ at all are left out."""
+    from itertools import combinations
+
+    from searcheval.metrics.stats import pooled_sd
+    from searcheval.store import snapshots
+
+    if dataset is None:
+        return None, ""
+    rows = snapshots.find_runs(conn, n=runs, dataset=dataset)
+    values: list[dict[str, dict[str, float]]] = []  # per run: configuration -> query -> value
+    for run in rows:
+        per: dict[str, dict[str, float]] = {}
+        for r in store.run_query_results(conn, run["run_id"]):
+            if r["metric"] == metric and r["value"] is not None:
+                per.setdefault(r["configuration"], {})[r["query_id"]] = r["value"]
+        values.append(per)
+
+    def differences(x: dict[str, float], y: dict[str, float]) -> np.ndarray:
+        shared = sorted(set(x) & set(y))
+        return np.array([y[q] - x[q] for q in shared], dtype=np.float64)
+
+    sets = [differences(per[a], per[b]) for per in values for a, b in combinations(sorted(per), 2)]
+    sets += [differences(older[c], newer[c]) for newer, older in zip(values, values[1:])
+             for c in newer if c in older]
+    sd, used = pooled_sd(sets)
+    if sd is None:
+        return None, ""
+    return sd, (f"the history of {dataset}: {used} pairs of configurations and runs over the "
+                f"last {len(values)} runs")
+
+
 def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None,
-                configuration: str | None = None) -> GateResult | None:
+                configuration: str | None = None,
+                spread: dict[str, tuple[float | None, str]] | None = None) -> GateResult | None:
     """`configuration` (default: the baseline's) against the baseline (read by the preflight, or
     a path); None only when no baseline is given on purpose. A gated configuration that was not
-    run is refused, never a silently open gate (the preflight refuses it before any work)."""
+    run is refused, never a silently open gate (the preflight refuses it before any work).
+    `spread` (metric -> (sd, source), e.g. `history_spread`) feeds the minimum detectable effect;
+    a metric without one takes the spread between this run's configurations."""
     if baseline is None:
         return None
     if not isinstance(baseline, Baseline):
@@ -311,12 +364,18 @@ def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str
         raise InputError(f"the baseline gates {gated!r}, which this run did not run (it ran "
                          f"{', '.join(scores) or 'nothing'})", file=baseline.path,
                          field="configuration")
+    spread = dict(spread or {})
+    for metric in baseline.metrics:
+        if not (spread.get(metric) or (None,))[0] and metric in scores[gated].means:
+            estimate = configuration_spread(scores, metric)
+            if estimate[0]:
+                spread[metric] = estimate
     if gated == baseline.configuration:
-        return check_gate(baseline, scores[gated], tolerance=tolerance)
+        return check_gate(baseline, scores[gated], tolerance=tolerance, spread=spread)
     # a candidate against the values the baseline holds for the served configuration: the
     # verdict is the candidate's
     result = check_gate(baseline, replace(scores[gated], configuration=baseline.configuration),
-                        tolerance=tolerance)
+                        tolerance=tolerance, spread=spread)
     return replace(result, configuration=gated)
 
 
@@ -362,22 +421,37 @@ def what_ran(configurations, selected: list[Configuration]) -> dict:
             "configurations": ran}
 
 
-def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
-    """One run row, its metric rows, per-query rows and segment rows, and the record of what
-    ran (migration 003), in one transaction."""
+def publish_history(conn: psycopg.Connection, result: EvaluationResult,
+                    runs: dict[str, RankedRun] | None = None, qrels: dict | None = None) -> int:
+    """One run row, its metric rows, per-query rows and segment rows, the record of what ran
+    (migration 003) and (given `runs`) its snapshot: the ranked lists to `result.snapshot_depth`
+    (default SNAPSHOT_DEPTH) with the grade each document had in `qrels`, all in one
+    transaction. Returns the snapshot rows written."""
+    from searcheval.store import snapshots
+
     code = (result.what_ran or {}).get("code") or {}
     failed = {n: f["failed"] for n, f in
               ((result.failures or {}).get("configurations") or {}).items()}
     rows = [{"name": name, "kind": c["kind"], "sha256": c["sha256"], "served": c["served"],
              "resolved": c, "failed_queries": failed.get(name, 0)}
             for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
-    store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
-                          result.segment_rows(),
-                          what_ran={"git_commit": code.get("commit"),
-                                    "git_dirty": code.get("dirty"),
-                                    "incomplete": bool(result.incomplete),
-                                    "what_ran": result.what_ran},
-                          configuration_rows=rows)
+    depth = result.snapshot_depth or SNAPSHOT_DEPTH
+    with conn.transaction():
+        store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
+                              result.segment_rows(),
+                              what_ran={"git_commit": code.get("commit"),
+                                        "git_dirty": code.get("dirty"),
+                                        "incomplete": bool(result.incomplete),
+                                        "what_ran": result.what_ran},
+                              configuration_rows=rows)
+        with conn.cursor() as cur:
+            snapshots.set_run_identity(cur, result.run_id, dataset=result.dataset,
+                                       label=result.label, kind=result.kind,
+                                       depth=None if runs is None else depth)
+            if runs is None:
+                return 0
+            result.snapshot_depth = depth
+            return snapshots.write_ranked_results(cur, result.run_id, runs, qrels or {}, depth)
 
 
 def model_sha256(model_path: str | None = None) -> str | None:
@@ -395,7 +469,33 @@ def alert_for(result: EvaluationResult) -> Alert | None:
         + failure_reasons(result.failures)
     if not reasons:
         return None
-    return Alert(run_id=result.run_id, reasons=reasons, where=None)
+    from searcheval.evaluation.diff import worst_lines
+
+    return Alert(run_id=result.run_id, reasons=reasons, where=None,
+                 worst=worst_lines(result.diff) if result.diff else [])
+
+
+def diff_configuration(result: EvaluationResult) -> str | None:
+    """Which configuration a run diffs against the previous run: the gated one when it ran."""
+    if result.gate is not None and result.gate.configuration in result.scores:
+        return result.gate.configuration
+    from searcheval.defaults import GATED_CONFIGURATION
+
+    if GATED_CONFIGURATION in result.scores:
+        return GATED_CONFIGURATION
+    return next(iter(result.scores), None)
+
+
+def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:
+    """The published run against the previous run of its dataset (same configuration); None
+    when there is no previous run. Sets `result.diff`."""
+    from searcheval.evaluation.diff import previous_run_diff
+
+    configuration = diff_configuration(result)
+    if configuration is None:
+        return None
+    result.diff = previous_run_diff(conn, result.run_id, configuration)
+    return result.diff
 
 
 def with_candidate(configurations, names: list[str] | None, candidate: str | None

@@ -11,7 +11,8 @@ check is one line. A check that needs what an earlier one could not read (the co
 baseline) returns nothing: the earlier problem is already reported.
 
 The gate is never silently off: a run is gated against its baseline, or it is NOT GATED because
-the request says so on purpose (`no_baseline`). A baseline naming a configuration that does not
+the request says so on purpose (`no_baseline`), or because its dataset has no baseline of its own
+(`baselines/<dataset>.json`, issue 12). A baseline naming a configuration that does not
 exist, or one this run does not run, is refused.
 """
 
@@ -144,10 +145,16 @@ class RunRequest:
         if self.no_baseline or self.baseline is None:
             return None
         if "baseline" not in self._loaded:
-            from searcheval.evaluation.baseline import load_baseline
+            from searcheval.evaluation.baseline import dataset_of, load_baseline, select_baseline
 
             try:
-                self._loaded["baseline"] = load_baseline(self.baseline)
+                collection = self.collection()
+                if collection is None:
+                    self._loaded["baseline"] = load_baseline(self.baseline)
+                else:  # one baseline per dataset (evaluation.baseline.select_baseline)
+                    baseline, reason = select_baseline(self.baseline, dataset_of(collection))
+                    self._loaded["baseline"] = baseline
+                    self._loaded["no_baseline_for_dataset"] = reason
             except InputError as exc:
                 self._loaded["baseline"] = None
                 self._loaded["baseline_error"] = exc
@@ -282,6 +289,8 @@ def check_baseline(request: RunRequest) -> list[InputError]:
                            "say `no_baseline` to run without a gate on purpose",
                            field="baseline")]
     baseline = request.baseline_file()
+    if baseline is None and request._loaded.get("no_baseline_for_dataset"):
+        return []  # a dataset without a baseline of its own: NOT GATED, with its reason
     if baseline is None:
         return [request._loaded["baseline_error"]]
     resolved, selected = request.resolved(), request.selected()
@@ -415,6 +424,24 @@ def check_conventions(request: RunRequest) -> list[InputError]:
     return []
 
 
+def check_comparable_baseline(request: RunRequest) -> list[InputError]:
+    """The baseline is of this run's dataset, query set and conventions (a comparison of other
+    queries or other conventions means nothing)."""
+    baseline, collection = request.baseline_file(), request.collection()
+    conventions = request._loaded.get("conventions")
+    if baseline is None or collection is None or conventions is None:
+        return []
+    from searcheval.evaluation.baseline import check_comparable, dataset_of, run_conventions
+
+    try:
+        check_comparable(baseline, dataset=dataset_of(collection),
+                         query_ids=[q.id for q in collection.queries],
+                         conventions=run_conventions(conventions.settings(), ()))
+    except InputError as exc:
+        return [exc]
+    return []
+
+
 def check_judging(request: RunRequest) -> list[InputError]:
     """The effective-grade rule and the agreement floor (searcheval.judging)."""
     from searcheval.judging.agreement import check_floor
@@ -438,6 +465,7 @@ CHECKS: list[Callable[[RunRequest], list[InputError]]] = [
     check_collection,
     check_conventions,
     check_baseline,
+    check_comparable_baseline,
     check_floors,
     check_judging,
 ]
@@ -458,6 +486,8 @@ def preflight(request: RunRequest) -> Preflight:
     reason = None
     if request.no_baseline:
         reason = "no baseline on purpose (no_baseline)"
+    elif request._loaded.get("no_baseline_for_dataset"):
+        reason = request._loaded["no_baseline_for_dataset"]
     return Preflight(collection=request._loaded.get("collection"),
                      baseline=request.baseline_file(), problems=problems, not_gated_reason=reason,
                      conventions=request._loaded.get("conventions"))

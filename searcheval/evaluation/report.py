@@ -7,6 +7,8 @@ import csv
 import io
 import json
 import math
+import os
+import shutil
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -45,6 +47,10 @@ class EvaluationResult:
     @property
     def incomplete(self) -> list[str]:
         return list((self.failures or {}).get("incomplete", []))
+    dataset: str | None = None  # the collection's name: what baselines and diffs are of
+    kind: str | None = None  # nightly | manual | candidate
+    snapshot_depth: int | None = None  # ranks of each list stored in Postgres (None: not stored)
+    diff: dict | None = None  # the diff against the previous run (evaluation.diff), when there is one
     judging: dict = field(default_factory=dict)  # judgments rule, pool sizes, bounds, agreement
     not_gated_reason: str | None = None  # why a run without a gate has none (always said)
 
@@ -73,6 +79,9 @@ class EvaluationResult:
             "run_id": self.run_id,
             "flow_run_id": self.flow_run_id,
             "label": self.label,
+            "dataset": self.dataset,
+            "kind": self.kind,
+            "snapshot_depth": self.snapshot_depth,
             "started_at": self.started_at.isoformat(),
             "finished_at": self.finished_at.isoformat() if self.finished_at else None,
             "source": self.source,
@@ -92,6 +101,7 @@ class EvaluationResult:
             "cost": self.cost,
             "documents": {name: {k: v for k, v in d.items() if k != "documents"}
                           for name, d in (self.documents or {}).items()},
+            "diff": _diff_summary(self.diff),
             "judging": self.judging,
         }
 
@@ -107,7 +117,10 @@ class EvaluationResult:
                         "coverage": self.coverage,
                         "gate": {**(self.gate.to_dict() if self.gate else {}),
                                  **self.gate_status()},
-                        "conventions": self.conventions,
+                        "conventions": self.conventions, "dataset": self.dataset,
+                        "kind": self.kind,
+                        "queries": {q: {"text": v.get("text"), "category": v.get("category")}
+                                    for q, v in self.queries.items()},
                         "judging": {k: self.judging[k] for k in ("pool", "judgments")
                                     if k in self.judging},
                         "failures": self.failures, "what_ran": self.what_ran},
@@ -169,6 +182,16 @@ class EvaluationResult:
         return rows
 
 
+def _diff_summary(diff: dict | None) -> dict | None:
+    """metrics.json's `diff` block: what the run was diffed against, the counts, the worst five."""
+    if not diff:
+        return None
+    return {"a": diff["a"], "b": diff["b"], "metric": diff["metric"],
+            "headline": diff["headline"], "counts": diff["counts"], "file": "diff.md",
+            "worst": [{"query_id": q["query_id"], "text": q["text"], "delta": q["delta"]}
+                      for q in diff.get("worst", [])]}
+
+
 def _isnan(arr):
     import numpy as np
 
@@ -203,6 +226,10 @@ def console_table(result: EvaluationResult) -> str:
     if result.gate is not None:
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
+        for metric in dict.fromkeys(t.metric for t in result.gate.tripped):
+            st = result.gate.statistics.get(metric)
+            if st:
+                lines.append("  " + "; ".join(st["lines"][:2]))
         if result.gate.stale_baseline:
             lines.append("  note: improved beyond the tolerance; the baseline is stale "
                          "(searcheval baseline update)")
@@ -318,19 +345,39 @@ def markdown_report(result: EvaluationResult) -> str:
             for t in gate.tripped:
                 w(f"| {t.metric} | {t.category or 'all'} | {_fmt(t.baseline)} | {_fmt(t.value)} "
                   f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
-            w("\nA p-value above 0.05 means this query set alone cannot tell the drop from noise.\n")
         else:
             w("No gated metric dropped by more than the tolerance.\n")
+        if gate.tripped:
+            w(f"\nEach query's results against the baseline's run, side by side: "
+              f"`searcheval diff baseline {result.run_id}`.\n")
+        if gate.statistics:
+            w("\n### What this query set can tell\n\n")
+            for metric, st in gate.statistics.items():
+                w(f"- **{metric}**: " + "; ".join(st["lines"]) + "\n")
         if gate.improved:
             w("\nImproved beyond the tolerance: "
               + ", ".join(f"{t.metric} {_fmt(t.delta)}" for t in gate.improved)
               + ". The baseline is stale: review and run `searcheval baseline update`.\n")
         if gate.worse_queries:
-            w("\nQueries that got worse most:\n\n| query | category | metric | baseline | now "
-              "| intent / persona |\n|---|---|---|---|---|---|\n")
+            w("\nQueries that got worse most:\n\n| query | text | category | metric | baseline "
+              "| now | intent / persona |\n|---|---|---|---|---|---|---|\n")
             for q in gate.worse_queries:
-                w(f"| {q['query_id']} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
+                text = _cell((result.queries.get(q["query_id"]) or {}).get("text", ""))
+                w(f"| {q['query_id']} | {text} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
                   f"| {_fmt(q['value'])} | {_cell(_notes(result.queries.get(q['query_id'])))} |\n")
+        w("\n")
+    if result.diff:
+        d = result.diff
+        w("## Against the previous run\n\n")
+        w(f"**{d['headline']}** ({d['b']['configuration']}, by {d['metric']}, against "
+          f"{d['a']['run_id']}): the full diff, with both top {d['k']} lists of every query, "
+          "is in [diff.md](diff.md).\n")
+        if d.get("worst"):
+            from searcheval.evaluation.diff import worst_lines
+
+            w("\nWorst queries:\n\n")
+            for line in worst_lines(d):
+                w(f"- {line}\n")
         w("\n")
     if result.validation:
         w("## Judgments\n\n")
@@ -556,19 +603,62 @@ def per_query_csv(result: EvaluationResult) -> str:
     segments = {conf: s.segments for conf, s in result.scores.items()}
     for row in result.query_rows():
         writer.writerow([row["configuration"], row["query_id"], row["category"], row["metric"],
-                         "" if row["value"] is None else f"{row['value']:.6f}",
+                         "" if row["value"] is None else repr(float(row["value"])),
                          " ".join(segments[row["configuration"]].get(row["query_id"], []))])
     return out.getvalue()
 
 
-def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], directory: str | Path) -> Path:
-    """`DIR/metrics.json`, `DIR/runs/<configuration>.trec`, `DIR/per_query.csv`, `DIR/report.md`."""
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    (directory / "metrics.json").write_text(
+def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], directory: str | Path,
+                  extra: dict[str, str] | None = None) -> Path:
+    """The run's own folder `DIR/<run_id>/` (`metrics.json`, `runs/<configuration>.trec`,
+    `per_query.csv`, `report.md`, and `extra` {file name: text}, e.g. the diff), then `DIR/latest`
+    pointed at it. Nothing of an earlier run is overwritten; `DIR/metrics.json`, `DIR/runs`,
+    `DIR/per_query.csv` and `DIR/report.md` are links through `DIR/latest`, so the paths of
+    DESIGN.md's contract always show the newest run. Returns the run's folder."""
+    root = Path(directory)
+    folder = root / result.run_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "metrics.json").write_text(
         json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
     for name, run in runs.items():
-        write_trec_run(run, directory / "runs" / f"{name}.trec")
-    (directory / "per_query.csv").write_text(per_query_csv(result), encoding="utf-8")
-    (directory / "report.md").write_text(markdown_report(result), encoding="utf-8")
-    return directory
+        write_trec_run(run, folder / "runs" / f"{name}.trec")
+    (folder / "per_query.csv").write_text(per_query_csv(result), encoding="utf-8")
+    (folder / "report.md").write_text(markdown_report(result), encoding="utf-8")
+    for name, text in (extra or {}).items():
+        (folder / name).write_text(text, encoding="utf-8")
+    point_latest(root, result.run_id, ("metrics.json", "runs", "per_query.csv", "report.md",
+                                       *(extra or {})))
+    return folder
+
+
+def _link(path: Path, target: str) -> None:
+    """`path` becomes a symlink to `target`, atomically (a reader never finds it missing)."""
+    if path.is_symlink() and os.readlink(path) == target:
+        return
+    if path.exists() and not path.is_symlink():
+        if path.is_dir():
+            shutil.rmtree(path)  # an output folder of before runs had their own folders
+        else:
+            path.unlink()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.unlink(missing_ok=True)
+    os.symlink(target, tmp)
+    os.replace(tmp, path)
+
+
+def point_latest(root: Path, run_id: str, names: tuple[str, ...]) -> None:
+    """`root/latest` -> `<run_id>` and each of `names` -> `latest/<name>` (relative links, so the
+    folder can be moved or mounted elsewhere)."""
+    from searcheval.defaults import LATEST
+
+    _link(root / LATEST, run_id)
+    for name in names:
+        _link(root / name, f"{LATEST}/{name}")
+
+
+def latest_folder(directory: str | Path) -> Path | None:
+    """The newest run's folder of an output folder, or None when no run wrote there."""
+    from searcheval.defaults import LATEST
+
+    latest = Path(directory) / LATEST
+    return latest.resolve() if latest.exists() else None

@@ -52,14 +52,18 @@ def load_qrels(path: str | Path, *, max_grade: int | None = None) -> Qrels:
 
 
 def write_trec_run(run: RankedRun, path: str | Path, tag: str | None = None) -> Path:
-    """TREC run format: `qid Q0 docid rank score tag`, rank from 1, best first."""
+    """TREC run format: `qid Q0 docid rank score tag`, rank from 1, best first.
+
+    Scores are written at full precision (the shortest text that reads back as the same float),
+    so trec_eval, which orders by score and breaks ties by document id, ranks the file exactly as
+    the scores were ranked here: rounding would turn near-ties into ties and reorder them."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tag = tag or run.configuration
     with open(path, "w", encoding="utf-8") as fh:
         for qid in sorted(run.results):
             for rank, (doc, score) in enumerate(run.results[qid], start=1):
-                fh.write(f"{qid} Q0 {doc} {rank} {score:.6f} {tag}\n")
+                fh.write(f"{qid} Q0 {doc} {rank} {float(score)!r} {tag}\n")
     return path
 
 

@@ -12,6 +12,8 @@ p = (hits + 1) / (permutations + 1), which never reports 0 for a finite sample.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from searcheval.errors import InputError
@@ -90,3 +92,57 @@ def paired_randomization_test(before: np.ndarray, after: np.ndarray, *,
     if diff.size == 0:
         return None
     return float(sign_flip_pvalues(diff[:, None], permutations=permutations, seed=seed)[0])
+
+
+# --------------------------------------------------------------------------- small query sets
+
+
+def smallest_p(changed: int) -> float:
+    """The smallest two-sided p a paired sign-flip test can reach with `changed` non-zero
+    differences: only the observed signs and their mirror image are as extreme, 2 of 2^n."""
+    return 1.0 if changed <= 0 else min(1.0, 2.0 / 2.0 ** changed)
+
+
+def _z(level: float, power: float) -> float:
+    from statistics import NormalDist
+
+    normal = NormalDist()
+    return normal.inv_cdf(1.0 - level / 2.0) + normal.inv_cdf(power)
+
+
+def min_detectable_effect(sd: float, n: int, *, level: float = 0.05,
+                          power: float = 0.8) -> float | None:
+    """The smallest mean paired difference a two-sided test at `level` detects with `power`
+    over `n` queries whose per-query differences spread with standard deviation `sd` (normal
+    approximation: (z_{1-level/2} + z_power) * sd / sqrt(n)). None without queries."""
+    if n < 1 or sd is None:
+        return None
+    return _z(level, power) * sd / math.sqrt(n)
+
+
+def queries_needed(sd: float, effect: float, *, level: float = 0.05,
+                   power: float = 0.8) -> int | None:
+    """Queries needed to detect a mean paired difference of `effect` (topic-set-size design,
+    normal approximation): ceil(((z_{1-level/2} + z_power) * sd / effect)^2), and never fewer than
+    a sign-flip test needs to reach `level` at all. None for an effect of 0."""
+    if effect is None or effect <= 0 or sd is None:
+        return None
+    n = math.ceil((_z(level, power) * sd / effect) ** 2)
+    return max(n, math.ceil(math.log2(2.0 / level)))
+
+
+def pooled_sd(differences: list[np.ndarray]) -> tuple[float | None, int]:
+    """Pooled standard deviation of several sets of paired per-query differences (each set: one
+    pair of runs or configurations); sets without variation (identical runs) say nothing about
+    the spread of a real change and are left out. Returns (sd, sets used)."""
+    variances, weights = [], []
+    for d in differences:
+        d = np.asarray(d, dtype=np.float64)
+        d = d[~np.isnan(d)]
+        if d.size < 2 or not np.any(d != 0):
+            continue
+        variances.append(float(np.var(d, ddof=1)))
+        weights.append(d.size - 1)
+    if not variances:
+        return None, 0
+    return math.sqrt(float(np.average(variances, weights=weights))), len(variances)

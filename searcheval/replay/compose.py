@@ -61,6 +61,7 @@ class ReplayPlan:
     permutations: int
     seed: int
     source: str  # the history's source: `replay:<file>[,<file b>]` or `replay:db`
+    ab_max_losses: int | None = None  # A/B: losing queries B may have (None: no more than wins)
 
     @property
     def grade_scale(self) -> tuple[int, int]:
@@ -77,8 +78,13 @@ def plan_replay(*, traces: str | Path | None = None, traces_b: str | Path | None
                 gain: str = defaults.GAIN, relevance_level: int = defaults.RELEVANCE_LEVEL,
                 no_relevant: str = defaults.NO_RELEVANT, max_grade: int = defaults.MAX_GRADE,
                 max_bad_share: float = defaults.MAX_BAD_SHARE,
-                permutations: int = defaults.PERMUTATIONS, seed: int = 0) -> ReplayPlan:
+                permutations: int = defaults.PERMUTATIONS, seed: int = 0,
+                ab_max_losses: int | None = None) -> ReplayPlan:
     """Check every option (named by its field) before anything is read."""
+    if ab_max_losses is not None and (isinstance(ab_max_losses, bool)
+                                      or not isinstance(ab_max_losses, int) or ab_max_losses < 0):
+        raise InputError(f"expected a whole number >= 0, got {ab_max_losses!r}",
+                         field="ab_max_losses")
     settings = replay_settings(gain=gain, relevance_level=relevance_level, no_relevant=no_relevant,
                                max_grade=max_grade, max_bad_share=max_bad_share,
                                permutations=permutations)
@@ -93,7 +99,8 @@ def plan_replay(*, traces: str | Path | None = None, traces_b: str | Path | None
         segment=segment, configurations=names or None, thresholds=text(thresholds),
         catalog=text(catalog), judgments=text(judgments), queries=text(queries),
         metrics=parse_metrics(metrics), settings=settings, max_grade=max_grade,
-        max_bad_share=max_bad_share, permutations=permutations, seed=seed, source=source)
+        max_bad_share=max_bad_share, permutations=permutations, seed=seed, source=source,
+        ab_max_losses=ab_max_losses)
 
 
 def new_replay_id(now: datetime | None = None) -> str:
@@ -202,7 +209,8 @@ def score(plan: ReplayPlan, table: TraceTable, table_b: TraceTable | None,
     return replay(sides, metrics=plan.metrics, settings=plan.settings,
                   thresholds=references.thresholds, judgments=references.judgments,
                   queries=references.queries, catalog=references.catalog,
-                  permutations=plan.permutations, seed=plan.seed, excluded=excluded)
+                  permutations=plan.permutations, seed=plan.seed, excluded=excluded,
+                  ab_max_losses=plan.ab_max_losses)
 
 
 def side_name(table: TraceTable) -> str:

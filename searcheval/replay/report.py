@@ -106,14 +106,20 @@ def replay_alert(report: ReplayReport, run_id: str, where: str | None = None) ->
             reasons.append({"kind": "threshold", "segment": f.segment, "metric": f.metric,
                             "value": f.value, "threshold": f.threshold,
                             "summary": f"replay threshold missed: {f.describe()}"})
+    for loss in report.ab_losses:
+        reasons.append({"kind": "ab", **loss.to_dict(),
+                        "summary": f"replay A/B: {loss.describe()}"})
     if not reasons:
         return None
     return Alert(run_id=run_id, reasons=reasons, where=where)
 
 
 def missed_message(report: ReplayReport) -> str:
-    return (f"replay of {report.main.source} missed {len(report.failures)} floor(s): "
-            + "; ".join(f.describe() for f in report.failures))
+    parts = [f.describe() for f in report.failures] + [l.describe() for l in report.ab_losses]
+    what = f"missed {len(report.failures)} floor(s)" if report.failures else "failed its A/B"
+    if report.failures and report.ab_losses:
+        what += " and its A/B"
+    return f"replay of {report.main.source} {what}: " + "; ".join(parts)
 
 
 def _num(value: float | None) -> str:
@@ -172,12 +178,19 @@ def replay_text(report: ReplayReport) -> str:
                 p = "-" if c.p_value is None else f"{c.p_value:.4f}"
                 out(f"{seg:<{seg_w}}{metric:<14}{c.pairs:>6}{c.wins:>6}{c.losses:>7}"
                     f"{c.ties:>6}{_num(c.mean_a):>9}{_num(c.mean_b):>9}{delta:>9}{p:>8}")
+        verdict = "B loses" if report.ab_losses else "B holds"
+        out(f"A/B verdict: {verdict}")
+        for loss in report.ab_losses:
+            out(f"  {loss.describe()}")
     if report.passed:
         out("\nPASSED")
     else:
-        out(f"\nFAILED: {len(report.failures)} miss(es)")
+        misses = len(report.failures) + len(report.ab_losses)
+        out(f"\nFAILED: {misses} miss(es)")
         for f in report.failures:
             out(f"  {f.describe()}")
+        for loss in report.ab_losses:
+            out(f"  {loss.describe()}")
     return "\n".join(lines)
 
 
@@ -206,7 +219,8 @@ def replay_markdown(report: ReplayReport, *, run_id: str | None = None) -> str:
     """report.md and the markdown artifact."""
     m = report.main
     cov = m.coverage
-    verdict = "PASSED" if report.passed else f"FAILED ({len(report.failures)} miss(es))"
+    verdict = "PASSED" if report.passed else \
+        f"FAILED ({len(report.failures) + len(report.ab_losses)} miss(es))"
     parts = [f"# searcheval replay{f' {run_id}' if run_id else ''}: {verdict}\n",
              f"- source: `{_md(m.source)}`" + (f", configuration `{_md(m.name)}`" if m.name
                                                else ""),

@@ -33,7 +33,7 @@ from typing import Collection, Iterable, Mapping, Sequence
 
 import numpy as np
 
-from searcheval.defaults import REPLAY_METRICS
+from searcheval.defaults import GATED_METRICS, REPLAY_METRICS, SIGNIFICANCE_LEVEL
 from searcheval.errors import InputError
 from searcheval.io.files import read_json
 from searcheval.io.traces import (
@@ -565,6 +565,57 @@ def compare_configurations(
     return ABResult(a=names[0], b=names[1], metrics=metrics, segments=out)
 
 
+@dataclass(frozen=True)
+class ABLoss:
+    """Why B loses to A on a gated metric: more losing queries than allowed, or a significant
+    drop of the mean (pooled over every segment)."""
+
+    metric: str
+    kind: str  # losses | significant-drop
+    wins: int
+    losses: int
+    allowed: int | None
+    delta: float | None
+    p_value: float | None
+
+    def describe(self) -> str:
+        if self.kind == "losses":
+            allowed = f"at most {self.allowed} allowed" if self.allowed is not None else ""
+            return f"B loses on {self.metric}: {self.losses} queries worse, {self.wins} better" \
+                + (f" ({allowed})" if allowed else "")
+        return (f"B loses on {self.metric}: mean {self.delta:+.4f}, paired randomization "
+                f"p = {self.p_value:.4f}")
+
+    def to_dict(self) -> dict:
+        return {"metric": self.metric, "kind": self.kind, "wins": self.wins,
+                "losses": self.losses, "allowed": self.allowed, "delta": self.delta,
+                "p_value": self.p_value, "summary": self.describe()}
+
+
+def ab_verdict(ab: ABResult, metrics: Sequence[str] | None = None, *,
+               max_losses: int | None = None, level: float = SIGNIFICANCE_LEVEL) -> list[ABLoss]:
+    """Where B loses to A, over every segment pooled: on each gated metric (the gate's metrics
+    that the A/B measured, else all of them), more losing queries than `max_losses` (default:
+    more losing than winning queries), or a mean that drops with p <= `level`."""
+    pooled = ab.segments.get(ALL, {})
+    if metrics is None:
+        metrics = [m for m in GATED_METRICS if m in pooled] or list(pooled)
+    out = []
+    for metric in metrics:
+        c = pooled.get(metric)
+        if c is None or not c.pairs:
+            continue
+        allowed = c.wins if max_losses is None else max_losses
+        if c.losses > allowed:
+            out.append(ABLoss(metric, "losses", c.wins, c.losses,
+                              None if max_losses is None else max_losses, c.delta, c.p_value))
+        if c.delta is not None and c.delta < -_EPS and c.p_value is not None \
+                and c.p_value <= level:
+            out.append(ABLoss(metric, "significant-drop", c.wins, c.losses, max_losses, c.delta,
+                              c.p_value))
+    return out
+
+
 def split_configurations(table: TraceTable, names: Sequence[str] | None = None
                          ) -> tuple[list[tuple[str | None, TraceTable]], int]:
     """The table's configurations to evaluate, and how many traces were left out.
@@ -638,10 +689,11 @@ class ReplayReport:
     excluded: int = 0  # traces of configurations not selected
     segments_without_traces: list[str] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
+    ab_losses: list[ABLoss] = field(default_factory=list)  # the A/B verdict: B loses when any
 
     @property
     def passed(self) -> bool:
-        return not self.failures
+        return not self.failures and not self.ab_losses
 
     def to_dict(self, *, per_trace: bool = False) -> dict:
         m = self.main
@@ -660,7 +712,9 @@ class ReplayReport:
             "ab": None, "timings_s": self.timings,
         }
         if self.ab is not None and self.other is not None:
-            out["ab"] = {**self.ab.to_dict(), "b_report": self.other.to_dict()}
+            out["ab"] = {**self.ab.to_dict(), "b_report": self.other.to_dict(),
+                         "verdict": "B loses" if self.ab_losses else "B holds",
+                         "losing": [loss.to_dict() for loss in self.ab_losses]}
         if per_trace:
             out["per_trace"] = m.scores.per_trace()
         return out
@@ -678,8 +732,10 @@ def replay(
     permutations: int = DEFAULT_PERMUTATIONS,
     seed: int = 0,
     excluded: int = 0,
+    ab_max_losses: int | None = None,
 ) -> ReplayReport:
-    """Score one configuration (gated by `thresholds`) or two (A gated, B compared with A)."""
+    """Score one configuration (gated by `thresholds`) or two (A gated, B compared with A; B
+    loses, and the replay fails, by `ab_verdict` with `ab_max_losses`)."""
     if not 1 <= len(sides) <= 2:
         raise InputError(f"expected one or two configurations, got {len(sides)}",
                          field="configurations")
@@ -725,4 +781,5 @@ def replay(
         timings["ab"] = time.perf_counter() - t0
     return ReplayReport(main=main, failures=failures, metrics=[s.name for s in specs],
                         settings=settings, other=other, ab=ab, excluded=excluded,
-                        segments_without_traces=missing, timings=timings)
+                        segments_without_traces=missing, timings=timings,
+                        ab_losses=ab_verdict(ab, max_losses=ab_max_losses) if ab else [])

@@ -207,6 +207,82 @@ WHERE run_id = %(run_id)s
 ORDER BY configuration, segment, metric
 """
 
+# --------------------------------------------------------------------------- snapshots (004)
+# Ranked lists of every run (eval_ranked_results), the run's identity columns, baseline updates.
+
+#: Column order of COPY_RANKED_RESULTS and its binary types.
+RANKED_COPY_TYPES = ("text", "text", "text", "int4", "text", "float8", "int2")
+
+COPY_RANKED_RESULTS = """
+COPY eval_ranked_results (run_id, configuration, query_id, rank, doc_id, score, grade)
+FROM STDIN (FORMAT BINARY)
+"""
+
+SET_RUN_IDENTITY = """
+UPDATE eval_runs SET dataset = %(dataset)s, label = %(label)s, kind = %(kind)s,
+                     snapshot_depth = %(snapshot_depth)s
+WHERE run_id = %(run_id)s
+"""
+
+SELECT_RANKED_RESULTS = """
+SELECT configuration, query_id, rank, doc_id, score, grade
+FROM eval_ranked_results
+WHERE run_id = %(run_id)s AND configuration = %(configuration)s
+ORDER BY query_id, rank
+"""
+
+COUNT_RANKED_RESULTS = "SELECT count(*) FROM eval_ranked_results WHERE run_id = %(run_id)s"
+
+SELECT_EVAL_RUN = """
+SELECT run_id, flow_run_id, started_at, finished_at, source, input_hashes, model, gate_passed,
+       summary, dataset, label, kind, snapshot_depth, snapshot_pruned_at
+FROM eval_runs
+WHERE run_id = %(run_id)s
+"""
+
+#: Runs, newest first, filtered; a NULL filter selects all. `configuration` keeps the runs that
+#: scored it.
+SELECT_RUNS_FILTERED = """
+SELECT r.run_id, r.flow_run_id, r.started_at, r.finished_at, r.source, r.input_hashes, r.model,
+       r.gate_passed, r.summary, r.dataset, r.label, r.kind, r.snapshot_depth,
+       r.snapshot_pruned_at
+FROM eval_runs r
+WHERE (%(dataset)s::text IS NULL OR r.dataset = %(dataset)s::text)
+  AND (%(label)s::text IS NULL OR r.label = %(label)s::text)
+  AND (%(kind)s::text IS NULL OR r.kind = %(kind)s::text)
+  AND (%(before)s::timestamptz IS NULL OR r.started_at < %(before)s::timestamptz
+       OR (r.started_at = %(before)s::timestamptz AND r.run_id < %(before_run)s::text))
+  AND (%(configuration)s::text IS NULL OR EXISTS (
+        SELECT 1 FROM eval_metrics m
+        WHERE m.run_id = r.run_id AND m.configuration = %(configuration)s::text))
+ORDER BY r.started_at DESC, r.run_id DESC
+LIMIT %(n)s
+"""
+
+#: Snapshot rows of the runs started before `before`; their metric rows stay.
+PRUNE_RANKED_RESULTS = """
+DELETE FROM eval_ranked_results
+WHERE run_id IN (SELECT run_id FROM eval_runs WHERE started_at < %(before)s)
+"""
+
+MARK_RUNS_PRUNED = """
+UPDATE eval_runs SET snapshot_pruned_at = now()
+WHERE started_at < %(before)s AND snapshot_pruned_at IS NULL
+"""
+
+INSERT_BASELINE_UPDATE = """
+INSERT INTO baseline_updates (dataset, configuration, from_run, path, who, reason,
+                              accepted_regression)
+VALUES (%(dataset)s, %(configuration)s, %(from_run)s, %(path)s, %(who)s, %(reason)s,
+        %(accepted_regression)s)
+"""
+
+SELECT_BASELINE_UPDATES = """
+SELECT updated_at, dataset, configuration, from_run, path, who, reason, accepted_regression
+FROM baseline_updates
+ORDER BY updated_at
+"""
+
 # =========================================================================== traces (replay)
 # Recorded production traces (migrations/002_traces.sql) and the replay history. Owned by the
 # replay issue; statements above this line belong to the nightly evaluation.

@@ -190,7 +190,12 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
 
     artifacts = artifacts_of(stack.server, run["id"])
-    assert set(artifacts) == {"searcheval-metrics", "searcheval-report", "searcheval-what-ran"}
+    # the latest run's table and report, what ran, and one series per dataset and per
+    # configuration (the test database is new: no earlier run to diff against, so no diff artifact)
+    assert set(artifacts) == {"searcheval-metrics", "searcheval-report", "searcheval-what-ran",
+                              "searcheval-metrics-fixtures", "searcheval-metrics-fixtures-bm25",
+                              "searcheval-metrics-fixtures-dense",
+                              "searcheval-metrics-fixtures-fused"}
     what_ran = {r["configuration"]: r for r in json.loads(artifacts["searcheval-what-ran"]["data"])}
     assert {n: r["sha256"] for n, r in what_ran.items()} \
         == {n: c["sha256"] for n, c in metrics["what_ran"]["configurations"].items()}

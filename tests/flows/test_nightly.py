@@ -102,6 +102,20 @@ def test_artifacts_under_stable_keys(first_run):
                  if a.key == "searcheval-metrics" and str(a.flow_run_id) == flow_run_id)
     assert "fused" in str(table.data)
 
+    async def read_keyed():
+        async with get_client() as client:
+            return await client.read_artifacts(artifact_filter=ArtifactFilter(
+                key=ArtifactFilterKey(any_=["searcheval-metrics-fixtures-fused"])))
+
+    _, metrics, _ = first_run
+    fused = [a for a in anyio.run(read_keyed) if str(a.flow_run_id) == metrics["flow_run_id"]]
+    assert len(fused) == 1, "a table artifact per dataset and configuration"
+    rows = {r["metric"]: r for r in json.loads(fused[0].data)} if isinstance(fused[0].data, str) \
+        else {r["metric"]: r for r in fused[0].data}
+    assert rows["ndcg@10"]["baseline"] == json.loads((ROOT / "baseline.json").read_text())[
+        "metrics"]["ndcg@10"]
+    assert rows["ndcg@10"]["value"] == metrics["configurations"]["fused"]["means"]["ndcg@10"]
+
 
 def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, tmp_path):
     from searcheval.rankers import embeddings
@@ -112,6 +126,30 @@ def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, 
     assert doc["embeddings"]["embedded"] == 0
     assert doc["embeddings"]["from_cache"] == 18 + 15
     assert embeddings.load_count == loads
+    # diffed against the previous run of the fixtures (the module's first): nothing changed
+    first_id = first_run[1]["run_id"]
+    assert doc["diff"]["a"]["run_id"] == first_id and doc["diff"]["b"]["run_id"] == doc["run_id"]
+    assert doc["diff"]["headline"] == "0 worse, 0 better, 15 unchanged of 15"
+    assert (tmp_path / doc["run_id"] / "diff.md").read_text().startswith(
+        f"# diff: {first_id}:fused -> {doc['run_id']}:fused")
+    assert "## Against the previous run" in (tmp_path / "report.md").read_text()
+
+
+def test_every_run_keeps_its_ranked_lists_in_postgres(first_run, flow_env):
+    from searcheval.store import snapshots
+
+    _, metrics, out = first_run
+    # depth 100 is the run's depth too: every line of the TREC files is a stored row
+    expected = sum(len((out / "runs" / f"{conf}.trec").read_text().splitlines())
+                   for conf in ("bm25", "dense", "fused"))
+    with database.connect(flow_env) as conn:
+        assert snapshots.count_ranked_results(conn, metrics["run_id"]) == expected
+        row = snapshots.load_run(conn, metrics["run_id"])
+        assert (row["dataset"], row["kind"], row["snapshot_depth"]) == ("fixtures", "manual", 100)
+        fused = snapshots.load_ranked_results(conn, metrics["run_id"], "fused")
+    trec = [line.split() for line in (out / "runs" / "fused.trec").read_text().splitlines()]
+    assert [(d, float(s)) for q, _, d, _, s, _ in trec if q == "q02"] == \
+        [(d, s) for d, s, _ in fused.get("q02", [])]
 
 
 def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_run, flow_env,
@@ -191,3 +229,44 @@ def test_a_failing_webhook_is_retried_and_never_loses_the_results(first_run, flo
     assert run_cli(ROOT / "fixtures", tampered, tmp_path / "out") == 1
     assert run_count(flow_env) == before + 1
     assert len(webhook.bodies) == 1 and webhook.fail_next == 0
+
+
+def test_unchanged_code_passes_at_tolerance_0_against_its_own_baseline(first_run, flow_env,
+                                                                       tmp_path, capsys):
+    _, metrics, out = first_run
+    own = tmp_path / "baseline.json"
+    assert main(["baseline", "update", "--from-output", str(out), "--baseline", str(own),
+                 "--reason", "test"]) == 0
+    assert json.loads(own.read_text())["from_run"] == metrics["run_id"]
+    assert run_cli(ROOT / "fixtures", own, tmp_path / "out", "--tolerance", "0") == 0
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["gate"]["passed"] is True and doc["gate"]["tolerance"] == 0
+    assert all(c["delta"] == 0 for c in doc["gate"]["compared"].values())
+
+
+def test_a_run_with_other_conventions_than_the_baseline_is_refused_before_anything_is_written(
+        first_run, flow_env, tmp_path, capsys):
+    before = run_count(flow_env)
+    code = run_cli(ROOT / "fixtures", ROOT / "baseline.json", tmp_path / "out", "--gain", "linear")
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err[-1] == ("searcheval: " + str(ROOT / "baseline.json") + " field 'conventions.gain': "
+                       "the baseline was scored with gain 'exponential', this run with 'linear'")
+    assert run_count(flow_env) == before
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_dataset_without_a_baseline_is_published_as_not_gated(first_run, flow_env, tmp_path,
+                                                                capsys, monkeypatch):
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("catalog.json", "golden_queries.json", "judgments.csv"):
+        (other / name).write_bytes((ROOT / "fixtures" / name).read_bytes())
+    monkeypatch.chdir(ROOT)  # the default baseline.json is the fixtures'
+    code = main(["run", "--dataset", str(other), "--configurations", "bm25,fused", "--output",
+                 str(tmp_path / "out")])
+    assert code == 0
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["dataset"] == "other" and doc["gate"]["passed"] is None
+    assert doc["gate"]["reason"].startswith("no baseline for dataset 'other'")
+    assert "gate: NOT GATED (no baseline for dataset 'other'" in capsys.readouterr().out

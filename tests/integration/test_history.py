@@ -64,13 +64,43 @@ def test_baseline_update_from_a_run_prints_the_diff_and_writes(history_url, tmp_
     out = capsys.readouterr().out
     assert f"~ mrr: {(1 + 1 / 2) / 2:.4f} -> {(1 + 1 / 4) / 2:.4f}" in out
     assert load_baseline(baseline).from_run == "run-1"  # a dry run writes nothing
+    assert "without --accept-regression the update would be refused" in out
+
+
+def test_baseline_update_refuses_a_regression_unless_accepted_and_records_why(history_url,
+                                                                              tmp_path, capsys):
+    from searcheval.store import snapshots
+
+    baseline = tmp_path / "baseline.json"
+    assert main(["baseline", "update", "--from-run", "run-1", "--baseline", str(baseline),
+                 "--database-url", history_url, "--reason", "first review"]) == 0
+    capsys.readouterr()
+    # run-2 is worse than run-1 by more than the tolerance (MRR 0.75 -> 0.625)
+    assert main(["baseline", "update", "--from-run", "run-2", "--baseline", str(baseline),
+                 "--database-url", history_url]) == 2
+    captured = capsys.readouterr()
+    assert f"~ mrr: {(1 + 1 / 2) / 2:.4f} -> {(1 + 1 / 4) / 2:.4f}" in captured.out  # the diff
+    assert captured.err.strip().splitlines()[-1].startswith(
+        "searcheval: --accept-regression: run run-2 is not made the baseline")
+    assert load_baseline(baseline).from_run == "run-1"
+    assert main(["baseline", "update", "--from-run", "run-2", "--baseline", str(baseline),
+                 "--database-url", history_url, "--accept-regression", "q2 moved on purpose",
+                 "--who", "reviewer"]) == 0
+    new = load_baseline(baseline)
+    assert (new.from_run, new.accepted_regression, new.created_by) == \
+        ("run-2", "q2 moved on purpose", "reviewer")
+    assert new.metrics["mrr"] == (1 + 1 / 4) / 2  # unrounded
+    with database.connect(history_url) as conn:
+        updates = snapshots.baseline_updates(conn)
+    assert [(u["from_run"], u["reason"], u["accepted_regression"]) for u in updates][-2:] == \
+        [("run-1", "first review", False), ("run-2", "q2 moved on purpose", True)]
 
 
 def test_baseline_update_from_an_output_folder(tmp_path, capsys):
     result, runs = result_with("run-x", datetime(2026, 12, 2, tzinfo=timezone.utc), 2)
     write_outputs(result, runs, tmp_path / "out")
     baseline = tmp_path / "baseline.json"
-    baseline.write_text(json.dumps({"configuration": "fused", "metrics": {"mrr": 1.0},
+    baseline.write_text(json.dumps({"configuration": "fused", "metrics": {"mrr": 0.7},
                                     "tolerance": 0.05, "floors": {"mrr": 0.5}}))
     assert main(["baseline", "update", "--from-output", str(tmp_path / "out"), "--baseline",
                  str(baseline)]) == 0

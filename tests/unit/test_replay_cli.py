@@ -218,3 +218,40 @@ def test_from_db_has_no_second_file(capsys):
     assert code == 2 and out == ""
     assert err.startswith("searcheval: --traces-b: --traces-b is a second file against "
                           "--traces; with --from-db split the table with --configurations")
+
+
+def ab_files(tmp_path, losing: int):
+    """A finds the relevant document first on 6 queries; B finds it second on `losing` of them."""
+    a = write(tmp_path, "a.jsonl", [rec(f"a{i}", ["r", "x"], query_id=f"q{i}", relevant_ids=["r"],
+                                        configuration="control") for i in range(6)])
+    b = write(tmp_path, "b.jsonl", [rec(f"b{i}", ["x", "r"] if i < losing else ["r", "x"],
+                                        query_id=f"q{i}", relevant_ids=["r"],
+                                        configuration="treatment") for i in range(6)])
+    return a, b
+
+
+def test_ab_verdict_b_loses_with_0_wins_and_6_losses_and_exits_1(tmp_path, capsys):
+    a, b = ab_files(tmp_path, 6)
+    code, out, _ = run(capsys, "--traces", a, "--traces-b", b, "--metrics", "mrr", "--format",
+                       "json")
+    doc = json.loads(out)
+    assert code == 1 and doc["passed"] is False and doc["ab"]["verdict"] == "B loses"
+    # 6 losses > 0 wins; and the mean drops by 1/2 with p = 2 / 2^6 (all signs alike) <= 0.05
+    assert [(x["kind"], x["losses"], x["wins"]) for x in doc["ab"]["losing"]] == \
+        [("losses", 6, 0), ("significant-drop", 6, 0)]
+    assert doc["ab"]["losing"][1]["p_value"] == 2 / 2**6
+    code, out, _ = run(capsys, "--traces", a, "--traces-b", b, "--metrics", "mrr")
+    assert code == 1
+    assert "A/B verdict: B loses" in out and "B loses on mrr: 6 queries worse, 0 better" in out
+    assert out.rstrip().splitlines()[-3] == "FAILED: 2 miss(es)"
+
+
+def test_ab_verdict_allows_losses_up_to_max_losses_when_the_drop_is_not_significant(tmp_path,
+                                                                                    capsys):
+    a, b = ab_files(tmp_path, 3)  # 3 losses, 0 wins: p = 2 / 2^3 > 0.05
+    assert run(capsys, "--traces", a, "--traces-b", b, "--metrics", "mrr")[0] == 1
+    code, out, _ = run(capsys, "--traces", a, "--traces-b", b, "--metrics", "mrr",
+                       "--max-losses", "3", "--format", "json")
+    doc = json.loads(out)
+    assert code == 0 and doc["ab"]["verdict"] == "B holds" and doc["ab"]["losing"] == []
+    assert run(capsys, "--traces", a, "--traces-b", b, "--max-losses", "-1")[0] == 2
