@@ -3,7 +3,8 @@ tsv and JSONL, read as `JudgmentRow`s of one import; effective grades or every r
 TREC qrels or JSONL.
 
 An import refuses, naming file and line, a grade outside the collection's scale, a query that is
-not a golden query, a document the catalog does not hold, and the same (query, document, judge)
+not a golden query, a document the catalog does not hold (when the dataset has a catalog: without
+one the search engine holds the documents), and the same (query, document, judge)
 twice in one file. Nothing of a refused file is written.
 """
 
@@ -92,7 +93,7 @@ def read_judgment_file(path: str | Path, collection: Collection, *, judge: str |
         if qid not in queries:
             raise InputError(f"query {qid!r} is not a golden query of {collection.name}",
                              file=path, line=line, field="query_id")
-        if doc not in resources:
+        if collection.has_catalog and doc not in resources:  # else the engine holds them
             raise InputError(f"document {doc!r} is not in the catalog of {collection.name}",
                              file=path, line=line, field="doc_id")
         grade_text = fields.get("grade")

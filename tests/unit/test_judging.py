@@ -337,6 +337,17 @@ def test_a_bad_import_names_file_line_and_field(tmp_path, collection, body, line
     assert (err.value.file, err.value.line, err.value.field) == (str(path), line, field)
 
 
+def test_without_a_catalog_any_document_id_may_be_judged(tmp_path, collection):
+    from dataclasses import replace
+
+    (tmp_path / "j.qrels").write_text("q1 0 held-by-the-engine 2\n")
+    with pytest.raises(InputError, match="not in the catalog"):
+        read_judgment_file(tmp_path / "j.qrels", collection, judge="ann")
+    engine = replace(collection, resources=[], has_catalog=False)
+    rows = read_judgment_file(tmp_path / "j.qrels", engine, judge="ann")
+    assert [(r.doc_id, r.grade) for r in rows] == [("held-by-the-engine", 2)]
+
+
 def test_an_import_without_a_judge_is_refused(tmp_path, collection):
     (tmp_path / "j.qrels").write_text("q1 0 d1 1\n")
     with pytest.raises(InputError, match="--judge"):
