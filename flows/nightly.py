@@ -16,6 +16,7 @@ from datetime import datetime, timezone
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from prefect.states import Completed
 
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
@@ -24,7 +25,12 @@ from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.conventions import resolve_conventions
-from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
+from searcheval.evaluation.report import (
+    EvaluationResult,
+    console_table,
+    query_notes,
+    verdict_line,
+)
 from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.registry import check_configurations
@@ -108,7 +114,10 @@ def nightly(
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    verdict = t.gate(scores, baseline, tolerance)
+    gated = t.gate(scores, baseline, tolerance, return_state=True)  # Failed when it trips
+    verdict = gated.result(raise_on_failure=False)
+    if isinstance(verdict, BaseException):
+        raise verdict
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -119,15 +128,18 @@ def nightly(
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
     t.publish(result, runs, output)
-    table = console_table(result)
-    logger.info("results of %s\n%s", run_id, table)
+    table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
+    where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+    line = verdict_line(result, where)
+    logger.info("run %s: %s", run_id, line)  # what `prefect deployment run --watch` shows
 
     alert = alert_for(result)
     if alert is not None:
-        alert.where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        alert.where = where
         t.send_alert(alert, alert_block)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
-        raise GateTripped(f"gate tripped for {verdict.configuration}: "
-                          + "; ".join(trip.describe() for trip in verdict.tripped), table)
-    return {"run_id": run_id, "table": table, "metrics": result.metrics_document()}
+        raise GateTripped(line, table)
+    # the final state's message is the verdict: the UI and `prefect flow-run inspect` show it
+    return Completed(message=line, data={"run_id": run_id, "table": table, "verdict": line,
+                                         "report": where, "metrics": result.metrics_document()})

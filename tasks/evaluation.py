@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from contextlib import nullcontext
 from dataclasses import fields
 from datetime import datetime, timedelta, timezone
@@ -17,6 +18,7 @@ from datetime import datetime, timedelta, timezone
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
@@ -30,6 +32,18 @@ from searcheval.metrics.engine import Settings
 from searcheval.rankers.registry import needs_database
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
+
+class _NoEmptyTraceback(logging.Filter):
+    """Prefect logs a task run that returned a Failed state (the tripped gate) with
+    exc_info=True but no exception, which prints a stray `NoneType: None` line: drop it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[0] is None:
+            record.exc_info = None
+        return True
+
+
+logging.getLogger("prefect.task_runs").addFilter(_NoEmptyTraceback())
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
@@ -124,7 +138,14 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 @task(cache_policy=NO_CACHE)
 def gate(scores: dict, baseline: str | None, tolerance: float | None):
-    return pipeline.gate_scores(scores, baseline, tolerance)
+    """The verdict; when the gate trips the task run ends Failed (the UI's task graph shows
+    where the run failed) and still hands the verdict on, so the flow publishes and alerts."""
+    verdict = pipeline.gate_scores(scores, baseline, tolerance)
+    if verdict is not None and not verdict.passed:
+        return Failed(message=f"gate tripped for {verdict.configuration}: "
+                              + "; ".join(trip.describe() for trip in verdict.tripped),
+                      data=verdict)
+    return verdict
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

@@ -10,12 +10,20 @@ folder: `common.import_project_module`).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Callable, Sequence
 
 from searcheval.cli.baseline import add_baseline
 from searcheval.cli.benchmark import add_benchmark
-from searcheval.cli.common import EXIT_REFUSED, Parser, option_flags, refusal_line
+from searcheval.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    Parser,
+    closed_stdout,
+    option_flags,
+    refusal_line,
+)
 from searcheval.cli.history import add_history
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
@@ -36,7 +44,14 @@ def build_parser() -> Parser:
     return parser
 
 
+def quiet_defaults(environ=os.environ) -> None:
+    """Before anything imports Prefect: its telemetry stays off unless the user turned it on
+    (a run never logs `Failed to send telemetry`)."""
+    environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_defaults()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -44,6 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except InputError as exc:
         print(refusal_line(exc, option_flags(parser)), file=sys.stderr)
         return EXIT_REFUSED
+    except BrokenPipeError:  # `searcheval ... | head`: the reader had enough; stop quietly
+        closed_stdout()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

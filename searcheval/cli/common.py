@@ -22,6 +22,26 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_REFUSED)
 
 
+def closed_stdout() -> None:
+    """The reader of stdout went away (`searcheval ... | head`): send the rest to /dev/null, so
+    neither a later print nor Python's flush at exit complains with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file descriptor (a test captures it)
+        pass
+
+
+def print_results(*blocks: str) -> None:
+    """The results on stdout; a closed pipe ends them quietly and keeps the command's exit code."""
+    try:
+        for block in blocks:
+            print(block)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed_stdout()
+
+
 def _json_default(value):
     if isinstance(value, float) and math.isnan(value):
         return None

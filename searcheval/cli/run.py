@@ -18,6 +18,7 @@ from searcheval.cli.common import (
     collection_arguments,
     database_env,
     import_project_module,
+    print_results,
 )
 from searcheval.errors import InputError
 
@@ -25,6 +26,7 @@ from searcheval.errors import InputError
 def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     nightly = import_project_module("flows.nightly").nightly
+    import_project_module("flows.console").configure_console(quiet=args.quiet)
     from searcheval.errors import GateTripped
 
     params = dict(**collection_arguments(args), max_queries=args.max_queries,
@@ -42,12 +44,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
     with database_env(args.database_url), runners.api_for_workers(runner):
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
+    # the results on stdout, once: the table, then the verdict and where the report is
     if state.is_completed():
-        print(state.result()["table"])
+        done = state.result()
+        print_results(done["table"], done["verdict"])
         return EXIT_OK
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, GateTripped):
-        print(exc.table)
+        print_results(exc.table, str(exc))
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
     if isinstance(exc, InputError):
@@ -87,4 +91,7 @@ def add_run(sub) -> None:
                    help=f"query shards per configuration (default {defaults.SHARDS})")
     p.add_argument("--embed-batch", type=int, default=defaults.EMBED_BATCH,
                    help=f"texts per embedding task (default {defaults.EMBED_BATCH})")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the results table and the verdict: no log lines (the "
+                        "flow run's logs still reach the Prefect API)")
     p.set_defaults(handler=cmd_run)

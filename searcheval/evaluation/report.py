@@ -169,6 +169,21 @@ def console_table(result: EvaluationResult) -> str:
     return "\n".join(lines)
 
 
+def verdict_line(result: EvaluationResult, report: str | None) -> str:
+    """One line for a person watching the run (the CLI, `prefect deployment run --watch`, the
+    flow run's final state): the gate's verdict and where the report is."""
+    gate = result.gate
+    if gate is None:
+        verdict = "not gated (no baseline)"
+    elif gate.passed:
+        verdict = (f"gate {gate.verdict()} for {gate.configuration} "
+                   f"({Path(gate.baseline_path or '-').name}, tolerance {gate.tolerance:g})")
+    else:
+        verdict = (f"gate {gate.verdict()} for {gate.configuration}: "
+                   + "; ".join(trip.describe() for trip in gate.tripped))
+    return f"{verdict}; report: {report or '-'}"
+
+
 def markdown_report(result: EvaluationResult) -> str:
     out = io.StringIO()
     w = out.write

@@ -1,0 +1,25 @@
+"""What a flow run started from the command line shows on the terminal: Prefect's console logs go
+to stderr (the results go to stdout, printed once by the CLI); `--quiet` silences them (the CLI
+still prints its one line on stderr for a tripped gate, a refusal or a failure). The logs sent to the Prefect API (the UI's log tab) are never filtered."""
+
+from __future__ import annotations
+
+import logging
+
+NOISY = ("great_expectations",)  # INFO lines about temporary folders, nothing a user acts on
+
+
+def configure_console(quiet: bool = False) -> None:
+    """Call after Prefect is imported (its logging is configured then)."""
+    from prefect.logging.handlers import PrefectConsoleHandler
+
+    for name in NOISY:
+        logging.getLogger(name).setLevel(logging.WARNING)
+    if not quiet:
+        return
+    loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
+                                      if isinstance(logger, logging.Logger))]
+    for logger in loggers:
+        for handler in logger.handlers:
+            if isinstance(handler, PrefectConsoleHandler):
+                handler.setLevel(logging.CRITICAL + 1)
