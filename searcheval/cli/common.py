@@ -14,6 +14,23 @@ from pathlib import Path
 
 EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
 
+EXIT_MEANINGS = {
+    EXIT_OK: "success",
+    EXIT_TRIPPED: "the gate tripped",
+    EXIT_REFUSED: "refused input (one line on stderr, nothing written)",
+    EXIT_FAILED: "another failure: database, model, backend (see the log)",
+}
+
+
+def epilog(examples: list[str], codes: dict[int, str]) -> dict:
+    """`add_parser` keywords that end a command's help with examples and its exit codes."""
+    lines = ["example:" if len(examples) == 1 else "examples:"]
+    lines += [f"  {example}" for example in examples]
+    lines += ["", "exit codes:"]
+    lines += [f"  {code}  {meaning}" for code, meaning in sorted(codes.items())]
+    return {"epilog": "\n".join(lines), "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit 2, like any refused input."""
 

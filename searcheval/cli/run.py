@@ -10,13 +10,16 @@ from pathlib import Path
 from searcheval import defaults
 from searcheval.cli.common import (
     EXIT_FAILED,
+    EXIT_MEANINGS,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_TRIPPED,
     add_collection,
     add_conventions,
     add_database_url,
     collection_arguments,
     database_env,
+    epilog,
     import_project_module,
     print_results,
 )
@@ -61,7 +64,19 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def add_run(sub) -> None:
-    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)")
+    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)",
+                       description="Run the nightly evaluation once: load, validate, embed, run "
+                                   "the configurations, score, gate against the baseline, "
+                                   "publish. The results table and the verdict go to stdout, "
+                                   "the logs to stderr.",
+                       **epilog(["searcheval run --fixtures fixtures --baseline baseline.json "
+                                 "--output out --label v2",
+                                 "searcheval run --dataset ../shared/datasets/scifact "
+                                 "--max-queries 50 --no-baseline --quiet"],
+                                {EXIT_OK: "the gate passed (or no gate: --no-baseline)",
+                                 EXIT_TRIPPED: "the gate tripped (the run is still published)",
+                                 EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
+                                 EXIT_FAILED: EXIT_MEANINGS[EXIT_FAILED]}))
     add_collection(p)
     p.add_argument("--max-queries", type=int,
                    help="BEIR, WANDS, mappings: evaluate only the first N (judged) queries")

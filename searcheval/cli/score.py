@@ -6,7 +6,15 @@ import argparse
 from pathlib import Path
 
 from searcheval import defaults
-from searcheval.cli.common import EXIT_OK, add_conventions, format_value, print_json
+from searcheval.cli.common import (
+    EXIT_MEANINGS,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_conventions,
+    epilog,
+    format_value,
+    print_json,
+)
 from searcheval.errors import InputError
 
 
@@ -37,7 +45,10 @@ def cmd_score(args: argparse.Namespace) -> int:
 
 
 def add_score(sub) -> None:
-    p = sub.add_parser("score", help="score a TREC run against qrels")
+    p = sub.add_parser("score", help="score a TREC run against qrels",
+                       **epilog(["searcheval score --qrels fixtures/example_qrels.trec --run "
+                                 "fixtures/example_run.trec --metrics ndcg@10,mrr --format json"],
+                                {EXIT_OK: "scored", EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED]}))
     p.add_argument("--qrels", required=True, type=Path,
                    help="TREC qrels (qid 0 docid grade) or BEIR qrels tsv")
     p.add_argument("--run", required=True, type=Path, help="TREC run (qid Q0 docid rank score tag)")
@@ -50,5 +61,6 @@ def add_score(sub) -> None:
     p.add_argument("--max-grade", type=int, default=None,
                    help=f"top of the grade scale (TREC qrels default {defaults.MAX_GRADE}; BEIR: largest in "
                         "the file)")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="a table of means (default), or JSON with the means and per query values")
     p.set_defaults(handler=cmd_score)
