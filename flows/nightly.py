@@ -18,6 +18,7 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed
 
+from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import task_runner_from_settings
 from searcheval import defaults
 from searcheval.errors import GateTripped, InputError
@@ -46,9 +47,9 @@ def nightly(
     split: str = defaults.SPLIT,
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
-    configurations: list[str] = list(defaults.CONFIGURATIONS),
+    configurations: ConfigurationNames = list(defaults.CONFIGURATIONS),
     depth: int = defaults.DEPTH,
-    metrics: list[str] = list(defaults.REPORT_METRICS),
+    metrics: MetricNames = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
     coverage_k: int = defaults.COVERAGE_K,
     coverage_floor: float | None = None,
@@ -61,21 +62,62 @@ def nightly(
     shards: int = defaults.SHARDS,
     embed_batch: int = defaults.EMBED_BATCH,
     mapping: str | None = None,
-    gain: str | None = None,
+    gain: Gain = None,
     relevance_level: int | None = None,
-    no_relevant: str | None = None,
+    no_relevant: NoRelevant = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
-    `fixtures`, `dataset` (a BEIR, WANDS or fixtures folder, told by its files) or `mapping` (a
-    table mapping file) names the inputs; `baseline` the reviewed baseline.json (None: no gate);
-    `label` tags a manual run (e.g. the ranking version). The conventions `gain`,
-    `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
-    `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
+    The conventions default to None: the dataset's settings (searcheval.yaml), else
     searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run.
+    unset), never from a parameter, so no password is stored with the flow run. The run ends
+    Failed when the gate trips; its final message is the verdict and where the report is.
+
+    Args:
+        fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
+            judgments.csv), relative to the project folder; ignored when dataset or mapping
+            is set.
+        dataset: A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures'
+            layout, told by its files.
+        split: The BEIR qrels split to judge with (qrels/<split>.tsv).
+        max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty
+            for all.
+        baseline: The reviewed baseline.json the gate compares the served configuration with;
+            empty for no gate.
+        configurations: The ranking configurations to run.
+        depth: How many results each configuration returns per query.
+        metrics: The metrics to score and report.
+        tolerance: The largest drop of a gated metric that still passes; empty for the
+            baseline's own tolerance.
+        coverage_k: Depth at which the judged share of each configuration's results is
+            measured.
+        coverage_floor: Judged share of the top coverage_k below which the run alerts; empty
+            for the dataset's setting, else the default.
+        max_age_days: Judgments older than this many days are stale and left out of scoring;
+            empty for no limit.
+        min_per_category: Fewest golden queries a query category may have.
+        output: Folder for metrics.json, report.md, per_query.csv and runs/; empty to publish
+            to the database and the artifacts only.
+        model_path: A sentence-transformers model folder instead of all-MiniLM-L6-v2.
+        label: A label for this run, e.g. the ranking version (shown in the report and the
+            alerts).
+        alert_block: A Prefect notification block to alert through, as 'type/name'.
+        shards: Query shards per configuration, run concurrently.
+        embed_batch: Texts per embedding task.
+        mapping: A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL queries,
+            instead of the fixtures.
+        gain: Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g, trec_eval's);
+            empty for the dataset's setting.
+        relevance_level: Lowest grade that counts as relevant for MRR, precision, recall and
+            MAP; empty for the dataset's setting.
+        no_relevant: nDCG and recall of a query without a relevant judgment: one, zero, or
+            skip it; empty for the dataset's setting.
+        grade_scale: The grades a judgment may have, as [lowest, highest]; empty for the
+            dataset's setting.
+        grade_map: Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0};
+            empty for the dataset's setting.
     """
     logger = get_run_logger()
     run_id = new_run_id()
