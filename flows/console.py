@@ -9,6 +9,18 @@ import logging
 NOISY = ("great_expectations",)  # INFO lines about temporary folders, nothing a user acts on
 
 
+def route_library_logs() -> None:
+    """The library's INFO lines (`searcheval.progress`) reach Prefect's console handler (through
+    the root logger) and, inside a flow or task run, the run's logs in the API and the UI. Called
+    when the flows are imported, in every process that runs them (the CLI, a worker, serve)."""
+    from prefect.logging.handlers import APILogHandler
+
+    library = logging.getLogger("searcheval")
+    library.setLevel(logging.INFO)
+    if not any(isinstance(h, APILogHandler) for h in library.handlers):
+        library.addHandler(APILogHandler())
+
+
 def configure_console(quiet: bool = False) -> None:
     """Call after Prefect is imported (its logging is configured then)."""
     from prefect.logging.handlers import PrefectConsoleHandler
@@ -17,6 +29,9 @@ def configure_console(quiet: bool = False) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
     if not quiet:
         return
+    from searcheval import progress
+
+    progress.BARS = False
     loggers = [logging.getLogger(), *(logger for logger in logging.root.manager.loggerDict.values()
                                       if isinstance(logger, logging.Logger))]
     for logger in loggers:

@@ -19,8 +19,9 @@ from prefect.runtime import flow_run
 from prefect.states import Completed
 
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
+from flows.console import route_library_logs
 from flows.runners import task_runner_from_settings
-from searcheval import defaults
+from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
@@ -37,7 +38,9 @@ from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
-from tasks.events import emit_gate_event
+from tasks.events import emit_gate_event, emit_verdict_event
+
+route_library_logs()  # the progress lines reach the console and the flow run's logs
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
@@ -141,15 +144,20 @@ def nightly(
 
     t.seed_catalog(collection)
     texts = pipeline.collection_texts(collection)
+    progress.start("embedding", len(texts), "texts")  # one report for all the batches
     batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
                in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
-    embedded = t.index_collection(collection, texts, [b.result() for b in batches], model_path)
+    done_batches = [b.result() for b in batches]
+    progress.finish("embedding")
+    embedded = t.index_collection(collection, texts, done_batches, model_path)
     parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
+    progress.start("searching", len(collection.queries) * len(configurations), "queries")
     futures = {name: [t.run_configuration.submit(name, collection, part, embedded.model, depth)
                       for part in parts]
                for name in configurations}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}
+    progress.finish("searching")
 
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
@@ -173,7 +181,8 @@ def nightly(
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
     line = verdict_line(result, where)
-    logger.info("run %s: %s", run_id, line)  # what `prefect deployment run --watch` shows
+    logger.info("run %s: %s", run_id, line)
+    emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows
 
     alert = alert_for(result)
     if alert is not None:

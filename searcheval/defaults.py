@@ -41,3 +41,7 @@ WORST_QUERIES = 5  # queries named per tripped metric
 
 # -- datasets
 WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)
+
+# `searcheval ui`: the local Prefect server and its UI (Prefect's own default port)
+UI_HOST = "127.0.0.1"
+UI_PORT = 4200

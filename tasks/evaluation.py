@@ -25,6 +25,7 @@ from searcheval.errors import AlertDeliveryError, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
+from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.metrics.coverage import results_coverage
@@ -165,7 +166,9 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     create_table_artifact(table=rows, key=METRICS_ARTIFACT,
                           description=f"searcheval run {result.run_id}: means over the golden "
                                       f"queries; gate {result.gate.verdict() if result.gate else 'not run'}")
-    create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
+    # the UI's artifact pane is narrow: wide tables are cut so the report reads without
+    # scrolling sideways (report.md in the output folder keeps them whole)
+    create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
 
 

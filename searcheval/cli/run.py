@@ -26,12 +26,8 @@ from searcheval.cli.common import (
 from searcheval.errors import InputError
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    nightly = import_project_module("flows.nightly").nightly
-    import_project_module("flows.console").configure_console(quiet=args.quiet)
-    from searcheval.errors import GateTripped
-
+def flow_parameters(args: argparse.Namespace) -> dict:
+    """The nightly flow's parameters from the command line."""
     params = dict(**collection_arguments(args), max_queries=args.max_queries,
                   gain=args.gain, relevance_level=args.relevance_level,
                   no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
@@ -42,6 +38,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         params["configurations"] = [c.strip() for c in args.configurations.split(",")]
     params.update(min_per_category=args.min_per_category, shards=args.shards,
                   embed_batch=args.embed_batch)
+    return params
+
+
+def cmd_run_deployment(args: argparse.Namespace) -> int:
+    """On a deployment: only what the command line changed overrides its parameters; the run
+    happens where the deployment is served; its final message is the verdict."""
+    remote = import_project_module("flows.remote")
+    given = flow_parameters(args)
+    unchanged = flow_parameters(args.parser.parse_args([]))
+    params = {k: v for k, v in given.items() if v != unchanged.get(k)}
+    done = remote.run_on_deployment(args.deployment, params)
+    verdict = done.message.removeprefix("Flow run encountered an exception: ")
+    verdict = verdict.removeprefix("GateTripped: ")
+    print_results(f"flow run {done.name} ({done.id}): {done.state.lower()}"
+                  + (f", {done.url}" if done.url else ""), verdict or "(no verdict)")
+    if done.state == "COMPLETED":
+        return EXIT_OK
+    if verdict.startswith("gate TRIPPED"):
+        return EXIT_TRIPPED
+    print(f"searcheval: the run failed: {verdict}", file=sys.stderr)
+    return EXIT_FAILED
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.deployment:
+        return cmd_run_deployment(args)
+    nightly = import_project_module("flows.nightly").nightly
+    import_project_module("flows.console").configure_console(quiet=args.quiet)
+    from searcheval.errors import GateTripped
+
+    params = flow_parameters(args)
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
@@ -72,7 +100,8 @@ def add_run(sub) -> None:
                        **epilog(["searcheval run --fixtures fixtures --baseline baseline.json "
                                  "--output out --label v2",
                                  "searcheval run --dataset ../shared/datasets/scifact "
-                                 "--max-queries 50 --no-baseline --quiet"],
+                                 "--max-queries 50 --no-baseline --quiet",
+                                 "searcheval run --deployment ranking-change --label v2"],
                                 {EXIT_OK: "the gate passed (or no gate: --no-baseline)",
                                  EXIT_TRIPPED: "the gate tripped (the run is still published)",
                                  EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
@@ -109,4 +138,8 @@ def add_run(sub) -> None:
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only the results table and the verdict: no log lines (the "
                         "flow run's logs still reach the Prefect API)")
-    p.set_defaults(handler=cmd_run)
+    p.add_argument("--deployment", metavar="NAME",
+                   help="run on this deployment of the Prefect server (PREFECT_API_URL), e.g. "
+                        "ranking-change, and wait: only the options given here override its "
+                        "parameters; prints the verdict and the flow run's address")
+    p.set_defaults(handler=cmd_run, parser=p)

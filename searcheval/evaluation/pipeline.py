@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from searcheval import store
+from searcheval import progress, store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
@@ -138,9 +138,12 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     `collection.queries`. The catalog must have been saved first."""
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
+    progress.start("indexing", len(collection.resources), "documents")
     documents = store.save_doc_vectors(conn, collection.name, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
+    progress.advance("indexing", len(collection.resources))
+    progress.finish("indexing")
     stats = {"model": model, "documents": documents,
              "embedded": sum(b.embedded for b in batches),
              "from_cache": sum(b.from_cache for b in batches)}
@@ -187,9 +190,11 @@ def run_shard(conn: psycopg.Connection | None, configuration: str, collection: C
               shard: QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
     the configurations that read the database (`rankers.registry.needs_database`)."""
-    return run_configuration(configuration, conn, collection.name, collection.resources,
-                             shard.queries, shard.query_vectors, model, k=k,
-                             fusion=FusionParams(depth=k))
+    run = run_configuration(configuration, conn, collection.name, collection.resources,
+                            shard.queries, shard.query_vectors, model, k=k,
+                            fusion=FusionParams(depth=k))
+    progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
+    return run
 
 
 def merge_runs(parts: list[RankedRun]) -> RankedRun:
@@ -243,8 +248,12 @@ def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Pat
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
     """One run row, its metric rows, per-query rows and segment rows, in one transaction."""
-    store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
-                          result.segment_rows())
+    rows = (result.run_row(), result.metric_rows(), result.query_rows(), result.segment_rows())
+    count = 1 + sum(len(part) for part in rows[1:])
+    progress.start("storing", count, "rows")
+    store.save_evaluation(conn, *rows)
+    progress.advance("storing", count)
+    progress.finish("storing")
 
 
 def alert_for(result: EvaluationResult) -> Alert | None:

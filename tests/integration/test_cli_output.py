@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -33,7 +34,7 @@ def cli_env(new_database, tmp_path_factory) -> dict[str, str]:
 def test_a_run_prints_the_table_once_on_stdout_and_logs_on_stderr(cli_env, tmp_path):
     done = subprocess.run([SEARCHEVAL, "run", "--output", str(tmp_path / "out")], cwd=ROOT,
                           env=cli_env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.returncode == 0, (done.stdout, done.stderr[-5000:])
     out = done.stdout.splitlines()
     # the table: a header and one row per configuration, then the verdict and the report
     assert out[0].split() == HEADER
@@ -50,6 +51,12 @@ def test_a_run_prints_the_table_once_on_stdout_and_logs_on_stderr(cli_env, tmp_p
     assert out[4] in done.stderr  # the flow's last line names the verdict too
     assert "telemetry" not in done.stderr.lower()
     assert "ERROR" not in done.stderr and "Traceback" not in done.stderr
+    # one progress report per stage, off a terminal as log lines (this database is new: cold)
+    assert re.search(r"searcheval.progress - embedding: 33 texts in \d+ s \(", done.stderr)
+    assert re.search(r"searcheval.progress - indexing: 18 documents in \d+ s", done.stderr)
+    assert re.search(r"searcheval.progress - searching: 45 queries in \d+ s", done.stderr)
+    assert re.search(r"searcheval.progress - storing: \d+ rows in \d+ s", done.stderr)
+    assert done.stderr.count("searcheval.progress - embedding: ") == 1  # one, not one per batch
 
 
 def test_quiet_and_a_closed_pipe_leave_only_the_verdict_and_keep_the_exit_code(cli_env,
