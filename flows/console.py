@@ -10,15 +10,27 @@ NOISY = ("great_expectations",)  # INFO lines about temporary folders, nothing a
 
 
 def route_library_logs() -> None:
-    """The library's INFO lines (`searcheval.progress`) reach Prefect's console handler (through
-    the root logger) and, inside a flow or task run, the run's logs in the API and the UI. Called
-    when the flows are imported, in every process that runs them (the CLI, a worker, serve)."""
+    """The library's progress lines (`searcheval.progress`, INFO) reach Prefect's console handler
+    (through the root logger) and, inside a flow or task run, the run's logs in the API and the
+    UI. Called when the flows are imported, in every process that runs them (the CLI, a worker,
+    serve)."""
     from prefect.logging.handlers import APILogHandler
 
-    library = logging.getLogger("searcheval")
-    library.setLevel(logging.INFO)
-    if not any(isinstance(h, APILogHandler) for h in library.handlers):
-        library.addHandler(APILogHandler())
+    class RunLogs(APILogHandler):
+        """Only records logged inside a flow or task run: outside one (a library call in a
+        test, a script) there is no run to attach them to."""
+
+        def emit(self, record: logging.LogRecord) -> None:
+            from prefect.context import FlowRunContext, TaskRunContext
+
+            if FlowRunContext.get() is None and TaskRunContext.get() is None:
+                return
+            super().emit(record)
+
+    lines = logging.getLogger("searcheval.progress")
+    lines.setLevel(logging.INFO)
+    if not any(isinstance(h, APILogHandler) for h in lines.handlers):
+        lines.addHandler(RunLogs())
 
 
 def configure_console(quiet: bool = False) -> None:

@@ -18,15 +18,16 @@ from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed
 
-from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
+from flows import boundary
 from flows.console import route_library_logs
+from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import task_runner_from_settings
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
-from searcheval.evaluation.conventions import resolve_conventions
+from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import (
     EvaluationResult,
     console_table,
@@ -34,13 +35,27 @@ from searcheval.evaluation.report import (
     verdict_line,
 )
 from searcheval.io.collection import collection_hashes
-from searcheval.metrics.engine import parse_metrics
-from searcheval.rankers.registry import check_configurations
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event, emit_verdict_event
 
+boundary.install()  # refusals and a tripped gate end the run Failed without a traceback
 route_library_logs()  # the progress lines reach the console and the flow run's logs
+
+
+def refuse(run_id: str, refused: Refused, alert_block: str | None):
+    """End a refused run: its report in the UI, an alert when the run was scheduled (a manual
+    run's refusal answers whoever started it, without paging on-call), then the refusal raised:
+    the flow run ends Failed with its one line."""
+    logger = get_run_logger()
+    scheduled = boundary.scheduled_run()
+    t.record_refusal(refused, scheduled)
+    if scheduled:
+        t.send_alert(Alert(run_id, [{"kind": "refused", "summary": f"input refused: {line}"}
+                                    for line in refused.lines()]), alert_block)
+    else:
+        logger.info("refused input of a manual run: not alerted")
+    raise refused
 
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
@@ -50,6 +65,7 @@ def nightly(
     split: str = defaults.SPLIT,
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
+    no_baseline: bool = False,
     configurations: ConfigurationNames = list(defaults.CONFIGURATIONS),
     depth: int = defaults.DEPTH,
     metrics: MetricNames = list(defaults.REPORT_METRICS),
@@ -73,10 +89,12 @@ def nightly(
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
-    The conventions default to None: the dataset's settings (searcheval.yaml), else
-    searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when
-    unset), never from a parameter, so no password is stored with the flow run. The run ends
-    Failed when the gate trips; its final message is the verdict and where the report is.
+    A missing baseline, or one whose configuration is not run, is refused unless `no_baseline`
+    (the run then says NOT GATED). The conventions default to None: the dataset's settings
+    (searcheval.yaml), else searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL
+    (embedded Postgres when unset), never from a parameter, so no password is stored with the
+    flow run. The run ends Failed when the gate trips; its final message is the verdict and
+    where the report is.
 
     Args:
         fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
@@ -87,8 +105,8 @@ def nightly(
         split: The BEIR qrels split to judge with (qrels/<split>.tsv).
         max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty
             for all.
-        baseline: The reviewed baseline.json the gate compares the served configuration with;
-            empty for no gate.
+        baseline: The reviewed baseline.json the gate compares the served configuration with.
+        no_baseline: Run without a gate on purpose (the run says NOT GATED and why).
         configurations: The ranking configurations to run.
         depth: How many results each configuration returns per query.
         metrics: The metrics to score and report.
@@ -125,22 +143,25 @@ def nightly(
     logger = get_run_logger()
     run_id = new_run_id()
     started = datetime.now(timezone.utc)
+    request = RunRequest(
+        fixtures=fixtures, dataset=dataset, mapping=mapping, split=split, max_queries=max_queries,
+        grade_map=grade_map, grade_scale=grade_scale, baseline=baseline, no_baseline=no_baseline,
+        configurations=list(configurations), depth=depth, metrics=list(metrics),
+        tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
+        max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
+        embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
+        no_relevant=no_relevant, alert_block=alert_block)
+    checked = t.preflight(request)
     try:
-        check_configurations(configurations)
-        parse_metrics(metrics)
-        pipeline.check_scale_out(shards, embed_batch)
-        collection: Collection = t.load_inputs(None if dataset or mapping else fixtures, dataset,
-                                               split, max_queries, mapping, grade_map,
-                                               grade_scale)
-        conventions = resolve_conventions(collection, gain=gain, relevance_level=relevance_level,
-                                          no_relevant=no_relevant, coverage_floor=coverage_floor,
-                                          coverage_k=coverage_k)
+        checked.raise_for_problems()
+        collection: Collection = checked.collection
+        conventions = checked.conventions
         report = t.validate(collection, max_age_days, min_per_category)
         report.raise_for_errors()
     except InputError as exc:
-        t.send_alert(Alert(run_id, [{"kind": "validation", "summary": f"input refused: {exc}"}]),
-                     alert_block)
-        raise
+        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
+    if checked.not_gated_reason:
+        logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
     t.seed_catalog(collection)
     texts = pipeline.collection_texts(collection)
@@ -164,7 +185,7 @@ def nightly(
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    gated = t.gate(scores, baseline, tolerance, return_state=True)  # Failed when it trips
+    gated = t.gate(scores, checked.baseline, tolerance, return_state=True)  # Failed: it tripped
     verdict = gated.result(raise_on_failure=False)
     if isinstance(verdict, BaseException):
         raise verdict
@@ -176,7 +197,8 @@ def nightly(
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
-        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)))
+        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
+        not_gated_reason=checked.not_gated_reason)
     t.publish(result, runs, output)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
@@ -190,7 +212,9 @@ def nightly(
         t.send_alert(alert, alert_block)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
-        raise GateTripped(line, table)
+        raise GateTripped(f"gate tripped for {verdict.configuration}: "
+                          + "; ".join(trip.describe() for trip in verdict.tripped)
+                          + f"; report: {where}", table)
     # the final state's message is the verdict: the UI and `prefect flow-run inspect` show it
     return Completed(message=line, data={"run_id": run_id, "table": table, "verdict": line,
                                          "report": where, "metrics": result.metrics_document()})

@@ -35,6 +35,14 @@ MIN_PER_CATEGORY = 3  # fewest golden queries a category may have
 SHARDS = 1  # query shards per configuration
 EMBED_BATCH = 2048  # texts per embedding task
 
+# -- the ranges a run's options are checked against before any work (evaluation/preflight.py)
+MAX_TOLERANCE = 1.0  # a tolerance is an absolute drop of a metric in [0, 1]
+MAX_DEPTH = 10_000  # results per query, and the k of the judged share
+MAX_SHARDS = 1024
+MAX_EMBED_BATCH = 100_000
+MAX_AGE_LIMIT_DAYS = 36_500  # a hundred years: a larger max_age_days is a typo
+MAX_FIELD_CHARS = 1_000_000  # longest CSV/TSV field read (the csv module's own limit is 131072)
+
 # -- statistics
 PERMUTATIONS = 10_000  # random sign flips of the paired randomization test beyond 16 pairs
 WORST_QUERIES = 5  # queries named per tripped metric

@@ -129,12 +129,21 @@ class DatasetSettings:
     coverage_floor: float | None = None  # judged share of the top k below which a run alerts
     grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade
     source: str | None = None
+    name: str | None = None  # the dataset's declared name: its catalog's identity in Postgres
 
     def declared(self) -> dict[str, object]:
         """The settings the dataset declares, by name."""
         names = ("gain", "relevance_level", "no_relevant", "grade_scale", "coverage_floor",
                  "grade_map")
         return {n: getattr(self, n) for n in names if getattr(self, n) is not None}
+
+
+def resources_fingerprint(resources) -> str:
+    """`sha256:` and 32 hex digits over every resource's id and content hash, in id order."""
+    digest = hashlib.sha256()
+    for r in sorted(resources, key=lambda r: r.id):
+        digest.update(f"{r.id}\t{r.content_hash}\n".encode("utf-8"))
+    return f"sha256:{digest.hexdigest()[:32]}"
 
 
 DATA_CATEGORIES = "data"  # Collection.categories: whatever categories the data has
@@ -163,6 +172,17 @@ class Collection:
     provenance: dict[str, str] = field(default_factory=dict)  # loader-level convention -> where from
     grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade, as the loader applied it
     digests: dict[str, str] = field(default_factory=dict)  # sha256 of inputs that are no file (SQL)
+    declared_name: str | None = None  # a name the dataset declares for itself (never a folder's)
+    fingerprint: str | None = None  # resources_fingerprint, computed once by load_collection
+
+    @property
+    def catalog_id(self) -> str:
+        """The catalog's identity in Postgres: the dataset's declared name, else the fingerprint
+        of its resources' content; never the folder's base name (two folders both called
+        `fixtures` are two catalogs unless they hold the same resources)."""
+        if self.declared_name:
+            return self.declared_name
+        return self.fingerprint or resources_fingerprint(self.resources)
 
     def qrels(self) -> Qrels:
         """Judgments in the shape ranx, ir_measures and BEIR share: {query: {doc: grade}}."""

@@ -24,6 +24,8 @@ from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
 from searcheval.evaluation import pipeline
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
+from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
+from searcheval.evaluation.preflight import preflight as run_preflight
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
@@ -48,6 +50,7 @@ logging.getLogger("prefect.task_runs").addFilter(_NoEmptyTraceback())
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
+REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
 
@@ -60,6 +63,37 @@ def not_refused_input(task, task_run, state) -> bool:
     except Exception:  # noqa: BLE001 - anything else may be transient
         return True
     return False
+
+
+def block_exists(name: str) -> bool:
+    """Whether the Prefect block "type/name" exists (and loads)."""
+    from prefect.blocks.core import Block
+
+    try:
+        Block.load(name)
+    except (ValueError, KeyError):  # Prefect: "Unable to find block document named ..."
+        return False
+    return True
+
+
+@task(cache_policy=NO_CACHE)
+def preflight(request: RunRequest) -> Preflight:
+    """Every input checked before any work (searcheval.evaluation.preflight); never raises for
+    bad input: the flow decides what a refusal does (alert or not) and raises it."""
+    request.block_exists = block_exists
+    return run_preflight(request)
+
+
+@task(cache_policy=NO_CACHE)
+def record_refusal(refused: Refused, scheduled: bool) -> None:
+    """The refusal's report in the UI (every problem found, not only the first): a Prefect
+    artifact, never a file or a row of the history."""
+    lines = "\n".join(f"- {line}" for line in refused.lines())
+    who = ("a scheduled run: alerted" if scheduled else
+           "a manual run: not alerted (it answers whoever started it)")
+    create_markdown_artifact(markdown=f"# searcheval run refused\n\n{who}. Nothing was embedded, "
+                                      f"searched or written.\n\n{lines}\n",
+                             key=REFUSAL_ARTIFACT, description=refused.summary()[:500])
 
 
 @task(cache_policy=NO_CACHE)
@@ -138,7 +172,7 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 @task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline: str | None, tolerance: float | None):
+def gate(scores: dict, baseline, tolerance: float | None):
     """The verdict; when the gate trips the task run ends Failed (the UI's task graph shows
     where the run failed) and still hands the verdict on, so the flow publishes and alerts."""
     verdict = pipeline.gate_scores(scores, baseline, tolerance)
@@ -156,16 +190,17 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
         pipeline.publish_history(conn, result)
     if output:
         write_outputs(result, runs, output)
+    status = result.gate_status()
     rows = []
     for name, s in result.scores.items():
         rows.append({"configuration": name,
                      **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
                      "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
-                     "gate": (result.gate.verdict() if result.gate
-                              and result.gate.configuration == name else "")})
+                     "gate": (status["status"] if result.gate is None
+                              or result.gate.configuration == name else "")})
     create_table_artifact(table=rows, key=METRICS_ARTIFACT,
                           description=f"searcheval run {result.run_id}: means over the golden "
-                                      f"queries; gate {result.gate.verdict() if result.gate else 'not run'}")
+                                      f"queries; {result.gate_line()}"[:2000])
     # the UI's artifact pane is narrow: wide tables are cut so the report reads without
     # scrolling sideways (report.md in the output folder keeps them whole)
     create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=REPORT_ARTIFACT,
@@ -176,7 +211,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
 def send_alert(alert: Alert, block: str | None) -> dict:
     """Webhook (SEARCHEVAL_ALERT_WEBHOOK) and/or a Prefect notification block ("type/name").
 
-    A delivery failure is logged and reported, never raised: the results are already published.
+    A delivery failure is logged and reported, never raised: it changes neither the verdict nor
+    the exit code (the results are already published, or the refusal stands).
     """
     logger = get_run_logger()
     delivered: dict[str, str] = {}
@@ -184,8 +220,9 @@ def send_alert(alert: Alert, block: str | None) -> dict:
     if url:
         try:
             delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
-        except AlertDeliveryError as exc:
-            logger.error(str(exc))
+        except Exception as exc:  # noqa: BLE001 - AlertDeliveryError, or a URL urllib refuses
+            logger.error("alert not delivered: %s", exc if isinstance(exc, AlertDeliveryError)
+                         else f"webhook (SEARCHEVAL_ALERT_WEBHOOK): {type(exc).__name__}")
             delivered["webhook"] = "failed"
     if block:
         try:

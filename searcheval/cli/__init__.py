@@ -47,8 +47,10 @@ def build_parser() -> Parser:
 
 def quiet_defaults(environ=os.environ) -> None:
     """Before anything imports Prefect: its telemetry stays off unless the user turned it on
-    (a run never logs `Failed to send telemetry`)."""
+    (a run never logs `Failed to send telemetry`), and the ephemeral server of a local run gets
+    a minute to start on a busy machine (Prefect's default is 20 s)."""
     environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -58,7 +60,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return args.handler(args)
     except InputError as exc:
-        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)
+        if getattr(args, "debug", False):
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)  # the last line
         return EXIT_REFUSED
     except BrokenPipeError:  # `searcheval ... | head`: the reader had enough; stop quietly
         closed_stdout()

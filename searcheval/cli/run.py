@@ -26,27 +26,69 @@ from searcheval.cli.common import (
 from searcheval.errors import InputError
 
 
-def flow_parameters(args: argparse.Namespace) -> dict:
-    """The nightly flow's parameters from the command line."""
-    params = dict(**collection_arguments(args), max_queries=args.max_queries,
-                  gain=args.gain, relevance_level=args.relevance_level,
-                  no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
-                  baseline=None if args.no_baseline else str(args.baseline),
-                  output=str(args.output), label=args.label, tolerance=args.tolerance,
-                  alert_block=args.alert_block)
-    if args.configurations:
-        params["configurations"] = [c.strip() for c in args.configurations.split(",")]
-    params.update(min_per_category=args.min_per_category, shards=args.shards,
-                  embed_batch=args.embed_batch)
-    return params
+def run_request(args: argparse.Namespace):
+    """The run the flags ask for, as the preflight checks it (and the flow's parameters)."""
+    from searcheval.evaluation.preflight import RunRequest
+
+    request = RunRequest(**collection_arguments(args), max_queries=args.max_queries,
+                         gain=args.gain, relevance_level=args.relevance_level,
+                         no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
+                         baseline=str(args.baseline), no_baseline=args.no_baseline,
+                         tolerance=args.tolerance, alert_block=args.alert_block,
+                         min_per_category=args.min_per_category, shards=args.shards,
+                         embed_batch=args.embed_batch)
+    if args.configurations is not None:
+        request.configurations = [c.strip() for c in args.configurations.split(",")]
+    return request
+
+
+def flow_parameters(request, args: argparse.Namespace) -> dict:
+    params = {name: getattr(request, name) for name in (
+        "fixtures", "dataset", "mapping", "split", "max_queries", "grade_map", "grade_scale",
+        "baseline", "no_baseline", "configurations", "tolerance", "coverage_floor",
+        "min_per_category", "shards", "embed_batch", "gain", "relevance_level", "no_relevant",
+        "alert_block")}
+    if request.dataset is not None or request.mapping is not None:
+        params["fixtures"] = None
+    return {**params, "output": str(args.output), "label": args.label}
+
+
+def check_run(args: argparse.Namespace):
+    """The CLI's preflight, in this process and before Prefect starts: a refused run costs no
+    server, no flow run, and writes nothing. Raises `preflight.Refused` with every problem."""
+    from searcheval.evaluation.preflight import preflight
+
+    request = run_request(args)
+    found = preflight(request)
+    found.raise_for_problems()
+    return request, found
+
+
+def print_refusal(exc: InputError, all_errors: bool) -> None:
+    """With --all-errors, every problem but the first on stderr; the first one is the last
+    line (main prints it)."""
+    from searcheval.cli.common import refusal_line
+    from searcheval.cli import build_parser
+    from searcheval.cli.common import option_flags
+
+    problems = getattr(exc, "problems", [exc])
+    if all_errors and len(problems) > 1:
+        flags = option_flags(build_parser())
+        for problem in problems[1:]:
+            print(refusal_line(problem, flags).replace("searcheval: ", "searcheval: also: ", 1),
+                  file=sys.stderr)
+    elif len(problems) > 1:
+        print(f"searcheval: {len(problems) - 1} more problem(s): see them with --all-errors",
+              file=sys.stderr)
 
 
 def cmd_run_deployment(args: argparse.Namespace) -> int:
-    """On a deployment: only what the command line changed overrides its parameters; the run
-    happens where the deployment is served; its final message is the verdict."""
+    """On a deployment: only what the command line changed overrides its parameters (the flow
+    run checks them where it runs); its final message is the verdict."""
     remote = import_project_module("flows.remote")
-    given = flow_parameters(args)
-    unchanged = flow_parameters(args.parser.parse_args([]))
+    given = flow_parameters(run_request(args), args)
+    defaults_args = args.parser.parse_args([])
+    unchanged = flow_parameters(run_request(defaults_args), defaults_args)
     params = {k: v for k, v in given.items() if v != unchanged.get(k)}
     done = remote.run_on_deployment(args.deployment, params)
     verdict = done.message.removeprefix("Flow run encountered an exception: ")
@@ -55,7 +97,7 @@ def cmd_run_deployment(args: argparse.Namespace) -> int:
                   + (f", {done.url}" if done.url else ""), verdict or "(no verdict)")
     if done.state == "COMPLETED":
         return EXIT_OK
-    if verdict.startswith("gate TRIPPED"):
+    if verdict.startswith("gate tripped"):
         return EXIT_TRIPPED
     print(f"searcheval: the run failed: {verdict}", file=sys.stderr)
     return EXIT_FAILED
@@ -65,16 +107,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.deployment:
         return cmd_run_deployment(args)
+    if args.debug:
+        os.environ["SEARCHEVAL_DEBUG"] = "1"
+    try:
+        request, found = check_run(args)
+    except InputError as exc:
+        print_refusal(exc, args.all_errors)
+        raise
+    if found.not_gated_reason:
+        print(f"searcheval: gate: NOT GATED ({found.not_gated_reason})", file=sys.stderr)
     nightly = import_project_module("flows.nightly").nightly
     import_project_module("flows.console").configure_console(quiet=args.quiet)
     from searcheval.errors import GateTripped
 
-    params = flow_parameters(args)
+    params = flow_parameters(request, args)
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
     with database_env(args.database_url), runners.api_for_workers(runner):
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
+    quiet_server_stop()
     # the results on stdout, once: the table, then the verdict and where the report is
     if state.is_completed():
         done = state.result()
@@ -86,9 +138,30 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
     if isinstance(exc, InputError):
+        print_refusal(exc, args.all_errors)
         raise exc
+    if args.debug:
+        import traceback
+
+        traceback.print_exception(exc, file=sys.stderr)
     print(f"searcheval: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     return EXIT_FAILED
+
+
+class _ServerStop:
+    """Drops Prefect's "Stopping temporary server" line, logged at exit after the verdict: the
+    verdict or the refusal stays the last line on stderr."""
+
+    def filter(self, record) -> bool:
+        return not str(record.msg).startswith("Stopping temporary server")
+
+
+def quiet_server_stop() -> None:
+    import logging
+
+    logger = logging.getLogger("prefect")
+    if not any(isinstance(f, _ServerStop) for f in logger.filters):
+        logger.addFilter(_ServerStop())
 
 
 def add_run(sub) -> None:
@@ -118,8 +191,12 @@ def add_run(sub) -> None:
                         f"(default {defaults.MIN_PER_CATEGORY})")
     p.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
                    help=f"the reviewed baseline the gate compares with (default {defaults.BASELINE})")
-    p.add_argument("--no-baseline", action="store_true", help="score only, no gate")
-    p.add_argument("--tolerance", type=float, help="override the baseline's tolerance")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="score only, no gate, on purpose: the run says NOT GATED (otherwise a "
+                        "missing baseline, or one whose configuration is not run, is refused)")
+    p.add_argument("--tolerance", type=float,
+                   help="override the baseline's tolerance: a finite absolute drop in "
+                        f"0..{defaults.MAX_TOLERANCE:g}")
     p.add_argument("--configurations", help="comma-separated subset of bm25,dense,fused")
     p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
@@ -135,6 +212,10 @@ def add_run(sub) -> None:
                    help=f"query shards per configuration (default {defaults.SHARDS})")
     p.add_argument("--embed-batch", type=int, default=defaults.EMBED_BATCH,
                    help=f"texts per embedding task (default {defaults.EMBED_BATCH})")
+    p.add_argument("--all-errors", action="store_true",
+                   help="on a refusal, print every problem found (the first stays the last line)")
+    p.add_argument("--debug", action="store_true",
+                   help="tracebacks for every failure, refusals and a tripped gate too")
     p.add_argument("-q", "--quiet", action="store_true",
                    help="print only the results table and the verdict: no log lines (the "
                         "flow run's logs still reach the Prefect API)")

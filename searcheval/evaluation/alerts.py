@@ -15,12 +15,12 @@ import urllib.error
 import urllib.request
 from dataclasses import asdict, dataclass, field
 
+from searcheval.errors import AlertDeliveryError  # one class: what tasks/ catches
+
 WEBHOOK_ENV = "SEARCHEVAL_ALERT_WEBHOOK"
 log = logging.getLogger(__name__)
 
 
-class AlertDeliveryError(RuntimeError):
-    pass
 
 
 @dataclass
@@ -86,6 +86,8 @@ def post_webhook(url: str, payload: dict, *, attempts: int = 3, backoff_s: float
     """
     data = json.dumps(payload).encode("utf-8")
     last = ""
+    if not url.lower().startswith(("http://", "https://")):
+        raise AlertDeliveryError(f"alert webhook ({WEBHOOK_ENV}) is not an http(s) URL")
     for attempt in range(1, attempts + 1):
         request = urllib.request.Request(url, data=data, method="POST",
                                          headers={"Content-Type": "application/json"})
@@ -94,7 +96,7 @@ def post_webhook(url: str, payload: dict, *, attempts: int = 3, backoff_s: float
                 return response.status
         except urllib.error.HTTPError as exc:
             last = f"HTTP {exc.code}"
-        except (urllib.error.URLError, OSError) as exc:
+        except (urllib.error.URLError, OSError, ValueError) as exc:  # ValueError: a bad URL
             last = type(getattr(exc, "reason", exc)).__name__
         log.warning("alert webhook (%s) attempt %d/%d failed: %s", WEBHOOK_ENV, attempt,
                     attempts, last)

@@ -14,7 +14,7 @@ from typing import Any
 
 from searcheval.defaults import GATED_METRICS, TOLERANCE
 from searcheval.errors import InputError
-from searcheval.io.files import read_json
+from searcheval.io.files import read_json, short_repr
 from searcheval.metrics.engine import parse_metric
 from searcheval.metrics.scoring import ConfigurationScores
 
@@ -40,9 +40,20 @@ class Baseline:
 
 
 def _number(value: Any, path: Path, field_name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a number, got {value!r}", file=path, field=field_name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(f"expected a number, got {short_repr(value)}", file=path,
+                         field=field_name)
+    if not _finite(value):
+        raise InputError(f"expected a finite number, got {str(value)[:40]}", file=path,
+                         field=field_name)
     return float(value)
+
+
+def _finite(value: int | float) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # an int beyond a float's range
+        return False
 
 
 def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
@@ -58,6 +69,33 @@ def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
     return out
 
 
+def _given(data: dict, key: str):
+    """An optional section: absent or null is empty; anything else is checked as it is."""
+    value = data.get(key)
+    return {} if value is None else value
+
+
+def _per_query(raw: Any, path: Path) -> dict[str, dict[str, float | None]]:
+    """`per_query`: {query id: {metric: value or null}}, every value a finite number."""
+    if not isinstance(raw, dict):
+        raise InputError("expected an object {query: {metric: value}}", file=path, field="per_query")
+    out: dict[str, dict[str, float | None]] = {}
+    for qid, values in raw.items():
+        where = f"per_query.{qid}"
+        if not isinstance(values, dict):
+            raise InputError(f"expected an object {{metric: value}}, got {values!r}"[:200],
+                             file=path, field=where)
+        entry: dict[str, float | None] = {}
+        for metric, value in values.items():
+            try:
+                parse_metric(metric)
+            except InputError as exc:
+                raise InputError(exc.message, file=path, field=f"{where}.{metric}") from None
+            entry[metric] = None if value is None else _number(value, path, f"{where}.{metric}")
+        out[qid] = entry
+    return out
+
+
 def load_baseline(path: str | Path) -> Baseline:
     path = Path(path)
     data, _ = read_json(path)
@@ -70,25 +108,30 @@ def load_baseline(path: str | Path) -> Baseline:
     tolerance = _number(data.get("tolerance", TOLERANCE), path, "tolerance")
     if tolerance < 0:
         raise InputError(f"expected a tolerance >= 0, got {tolerance}", file=path, field="tolerance")
-    category_floors = data.get("category_floors") or {}
+    category_floors = _given(data, "category_floors")
     if not isinstance(category_floors, dict):
         raise InputError("expected an object {category: {metric: floor}}", file=path,
                          field="category_floors")
-    per_query = data.get("per_query") or {}
-    if not isinstance(per_query, dict):
-        raise InputError("expected an object {query: {metric: value}}", file=path, field="per_query")
+    per_query = _per_query(_given(data, "per_query"), path)
+    configuration = data["configuration"]
+    if not isinstance(configuration, str) or not configuration.strip():
+        raise InputError(f"expected the name of the gated configuration, got {configuration!r}",
+                         file=path, field="configuration")
+    settings = _given(data, "settings")
+    if not isinstance(settings, dict):
+        raise InputError("expected an object of the scoring settings", file=path, field="settings")
     return Baseline(
-        configuration=str(data["configuration"]),
+        configuration=configuration,
         metrics=_metric_map(data["metrics"], path, "metrics"),
         tolerance=tolerance,
-        floors=_metric_map(data.get("floors") or {}, path, "floors"),
+        floors=_metric_map(_given(data, "floors"), path, "floors"),
         category_floors={c: _metric_map(f, path, f"category_floors.{c}")
                          for c, f in category_floors.items()},
         per_query=per_query,
         created_at=data.get("created_at"),
         from_run=data.get("from_run"),
         model=data.get("model"),
-        settings=data.get("settings") or {},
+        settings=settings,
         path=str(path),
     )
 

@@ -72,7 +72,30 @@ class GateResult:
         }
 
     def verdict(self) -> str:
-        return "PASSED" if self.passed else "TRIPPED"
+        return PASSED if self.passed else TRIPPED
+
+    def reason(self) -> str:
+        if self.passed:
+            return (f"no gated metric of {self.configuration} dropped by more than the tolerance "
+                    f"{self.tolerance:g}, and no floor was missed")
+        return "; ".join(trip.describe() for trip in self.tripped)
+
+
+PASSED, TRIPPED, NOT_GATED = "PASSED", "TRIPPED", "NOT GATED"
+
+
+def gate_status(gate: GateResult | None, not_gated_reason: str | None = None) -> dict:
+    """The gate's status as every output states it: `{"status": PASSED | TRIPPED | NOT GATED,
+    "reason": ...}`. A run without a gate always says why."""
+    if gate is None:
+        return {"status": NOT_GATED, "reason": not_gated_reason or "no baseline"}
+    return {"status": gate.verdict(), "reason": gate.reason()}
+
+
+def status_line(gate: GateResult | None, not_gated_reason: str | None = None) -> str:
+    """`gate: PASSED (...)`, `gate: TRIPPED (...)` or `gate: NOT GATED (reason)`: one line."""
+    status = gate_status(gate, not_gated_reason)
+    return f"gate: {status['status']} ({status['reason']})"
 
 
 def check_gate(baseline: Baseline, scores: ConfigurationScores, *,

@@ -24,7 +24,7 @@ from searcheval import progress, store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
-from searcheval.evaluation.baseline import load_baseline
+from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
 from searcheval.evaluation.validation import ValidationReport, fresh_judgments
@@ -51,7 +51,7 @@ def new_run_id(now: datetime | None = None) -> str:
 
 def seed_catalog(conn: psycopg.Connection, collection: Collection) -> dict:
     """The catalog snapshot in Postgres (one transaction): counts added/changed/removed."""
-    return store.save_catalog(conn, collection.name, collection.resources)
+    return store.save_catalog(conn, collection.catalog_id, collection.resources)
 
 
 @dataclass
@@ -139,7 +139,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
     progress.start("indexing", len(collection.resources), "documents")
-    documents = store.save_doc_vectors(conn, collection.name, model,
+    documents = store.save_doc_vectors(conn, collection.catalog_id, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
     progress.advance("indexing", len(collection.resources))
@@ -190,7 +190,7 @@ def run_shard(conn: psycopg.Connection | None, configuration: str, collection: C
               shard: QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
     the configurations that read the database (`rankers.registry.needs_database`)."""
-    run = run_configuration(configuration, conn, collection.name, collection.resources,
+    run = run_configuration(configuration, conn, collection.catalog_id, collection.resources,
                             shard.queries, shard.query_vectors, model, k=k,
                             fusion=FusionParams(depth=k))
     progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
@@ -235,14 +235,19 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
             for name, run in runs.items()}
 
 
-def gate_scores(scores: dict[str, ConfigurationScores], baseline_path: str | Path | None,
+def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None) -> GateResult | None:
-    """The gated configuration against the baseline; None when no baseline is given."""
-    if baseline_path is None:
+    """The gated configuration against the baseline (read by the preflight, or a path); None
+    only when no baseline is given on purpose. A baseline whose configuration was not run is
+    refused, never a silently open gate (the preflight refuses it before any work)."""
+    if baseline is None:
         return None
-    baseline = load_baseline(baseline_path)
+    if not isinstance(baseline, Baseline):
+        baseline = load_baseline(baseline)
     if baseline.configuration not in scores:
-        return None  # the gated configuration was not run (e.g. a bm25-only manual run)
+        raise InputError(f"the baseline gates {baseline.configuration!r}, which this run did not "
+                         f"run (it ran {', '.join(scores) or 'nothing'})", file=baseline.path,
+                         field="configuration")
     return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
 
 

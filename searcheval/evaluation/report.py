@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
-from searcheval.evaluation.gate import GateResult
+from searcheval.evaluation.gate import GateResult, gate_status, status_line
 from searcheval.io.trec import write_trec_run
 from searcheval.metrics.scoring import ConfigurationScores
 from searcheval.types import RankedRun
@@ -36,6 +36,14 @@ class EvaluationResult:
     label: str | None = None  # e.g. the ranking version of a manual run
     conventions: dict = field(default_factory=dict)  # Conventions.to_dict(): values and sources
     queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
+    not_gated_reason: str | None = None  # why a run without a gate has none (always said)
+
+    def gate_status(self) -> dict:
+        """`{"status": PASSED | TRIPPED | NOT GATED, "reason": ...}`."""
+        return gate_status(self.gate, self.not_gated_reason)
+
+    def gate_line(self) -> str:
+        return status_line(self.gate, self.not_gated_reason)
 
     @property
     def gate_passed(self) -> bool | None:
@@ -50,6 +58,7 @@ class EvaluationResult:
     def metrics_document(self) -> dict:
         """`metrics.json`: the contract of DESIGN.md, extended, never renamed."""
         gate = self.gate.to_dict() if self.gate else {"passed": None, "tripped": []}
+        gate.update(self.gate_status())
         return {
             "run_id": self.run_id,
             "flow_run_id": self.flow_run_id,
@@ -77,7 +86,9 @@ class EvaluationResult:
             "input_hashes": self.input_hashes, "model": self.model,
             "gate_passed": self.gate_passed,
             "summary": {"label": self.label, "embeddings": self.embeddings,
-                        "coverage": self.coverage, "gate": self.gate.to_dict() if self.gate else None,
+                        "coverage": self.coverage,
+                        "gate": {**(self.gate.to_dict() if self.gate else {}),
+                                 **self.gate_status()},
                         "conventions": self.conventions},
         }
 
@@ -160,6 +171,8 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    if result.gate is None:
+        lines.append(result.gate_line())
     if result.gate is not None:
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
@@ -171,17 +184,8 @@ def console_table(result: EvaluationResult) -> str:
 
 def verdict_line(result: EvaluationResult, report: str | None) -> str:
     """One line for a person watching the run (the CLI, `prefect deployment run --watch`, the
-    flow run's final state): the gate's verdict and where the report is."""
-    gate = result.gate
-    if gate is None:
-        verdict = "not gated (no baseline)"
-    elif gate.passed:
-        verdict = (f"gate {gate.verdict()} for {gate.configuration} "
-                   f"({Path(gate.baseline_path or '-').name}, tolerance {gate.tolerance:g})")
-    else:
-        verdict = (f"gate {gate.verdict()} for {gate.configuration}: "
-                   + "; ".join(trip.describe() for trip in gate.tripped))
-    return f"{verdict}; report: {report or '-'}"
+    flow run's final state): the gate's status line and where the report is."""
+    return f"{result.gate_line()}; report: {report or '-'}"
 
 
 def markdown_report(result: EvaluationResult) -> str:
@@ -199,6 +203,8 @@ def markdown_report(result: EvaluationResult) -> str:
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
+    else:
+        w(f"- gate: **NOT GATED** ({result.not_gated_reason or 'no baseline'})\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):

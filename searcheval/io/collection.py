@@ -8,12 +8,12 @@ from pathlib import Path
 from searcheval.errors import InputError
 from searcheval.io.beir import is_beir, load_beir
 from searcheval.io.fixtures import FILES as FIXTURE_FILES
-from searcheval.io.files import input_hashes
+from searcheval.io.files import control_problem, input_hashes
 from searcheval.io.fixtures import is_fixtures, load_fixtures
 from searcheval.io.mapped import load_mapped
 from searcheval.io.wands import FILES as WANDS_FILES
 from searcheval.io.wands import is_wands, load_wands
-from searcheval.types import Collection
+from searcheval.types import Collection, resources_fingerprint
 
 LAYOUTS = ("beir", "wands", "fixtures")
 
@@ -55,6 +55,51 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                          "or fixtures folder) or `mapping` (a table mapping file)"
                          + (f"; got {', '.join(given)}" if given else ""),
                          field=given[-1] if given else "fixtures")
+    collection = check_storable(_load(fixtures=fixtures, dataset=dataset, mapping=mapping,
+                                      split=split, max_queries=max_queries, grade_map=grade_map,
+                                      grade_scale=grade_scale, database_url=database_url))
+    # the catalog's identity in Postgres: a declared name, else the content's fingerprint
+    collection.declared_name = collection.declared_name or collection.settings.name
+    collection.fingerprint = resources_fingerprint(collection.resources)
+    return collection
+
+
+def check_storable(collection: Collection) -> Collection:
+    """Refuse text the database or the output formats cannot carry, whatever loader read it: a
+    NUL in any text (Postgres), a control character in an id (TREC and CSV files). The error
+    names the file and the field (with the id: which resource, query or judgment)."""
+    sources = collection.sources
+
+    def where(kind: str):
+        return sources.get(kind) or sources.get("corpus" if kind == "catalog" else kind)
+
+    for r in collection.resources:
+        values = [("id", r.id, True), ("name", r.name, False), ("description", r.description, False),
+                  ("network", r.network, False), ("asset", r.asset, False)]
+        values += [("tags", t, False) for t in r.tags]
+        values += [(f"fields.{k}", v, False) for k, v in r.fields]
+        _refuse_controls(values, where("catalog"), f"resource {r.id!r}")
+    for q in collection.queries:
+        _refuse_controls([("id", q.id, True), ("text", q.text, False),
+                          ("category", q.category, False), ("intent", q.intent, False),
+                          ("persona", q.persona, False)], where("queries"), f"query {q.id!r}")
+    for j in collection.judgments:
+        _refuse_controls([("query_id", j.query_id, True), ("doc_id", j.doc_id, True),
+                          ("judge", j.judge, False)], where("judgments"), None, j.line)
+    return collection
+
+
+def _refuse_controls(values, file, what: str | None, line: int | None = None) -> None:
+    for name, value, identifier in values:
+        if isinstance(value, str):
+            problem = control_problem(value, identifier=identifier)
+            if problem:
+                raise InputError(f"{what} {problem}" if what else problem, file=file, line=line,
+                                 field=name)
+
+
+def _load(*, fixtures, dataset, mapping, split, max_queries, grade_map, grade_scale,
+          database_url) -> Collection:
     scale = tuple(grade_scale) if grade_scale is not None else None
     if mapping is not None:
         return load_mapped(mapping, grade_map=grade_map, grade_scale=scale,

@@ -15,7 +15,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from searcheval.defaults import MAX_FIELD_CHARS
 from searcheval.errors import InputError
+
+
+_BOM = b"\xef\xbb\xbf"
 
 
 def sha256_file(path: Path) -> str:
@@ -30,15 +34,55 @@ def sha256_file(path: Path) -> str:
 
 
 def read_text(path: Path) -> str:
+    """A UTF-8 text file, with or without a byte-order mark (dropped). Any other encoding is
+    refused with the line and the byte offset of the first byte that is not UTF-8."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        data = Path(path).read_bytes()
     except FileNotFoundError:
         raise InputError("file not found", file=path) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except IsADirectoryError:
+        raise InputError("expected a file, found a folder", file=path) from None
+    except OSError as exc:
         raise InputError(f"cannot read the file ({exc.__class__.__name__}: {exc})", file=path) from None
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _not_utf8(path, data, exc.start) from None
     if not text.strip():
         raise InputError("the file is empty", file=path)
     return text
+
+
+def _not_utf8(path: Path, data: bytes, offset: int) -> InputError:
+    line = data.count(b"\n", 0, offset) + 1
+    column = offset - (data.rfind(b"\n", 0, offset) + 1) + 1
+    return _undecodable_at(path, line, column, offset, data[:2])
+
+
+def _undecodable_at(path: Path, line: int, column: int, offset: int, head: bytes) -> InputError:
+    what = "UTF-16 text" if head in (b"\xff\xfe", b"\xfe\xff") else "not UTF-8 text"
+    return InputError(f"{what} (byte {column} of the line) at byte {offset + 1} of the file: "
+                      "save the file as UTF-8", file=path, line=line)
+
+
+#: characters no stored text may hold: Postgres text cannot carry NUL
+_NUL = "\x00"
+
+
+def control_problem(value: str, *, identifier: bool = False) -> str | None:
+    """Why `value` cannot be stored or written: a NUL anywhere; in an identifier (a query or
+    document id, written to TREC and CSV files), any control character. None when it is fine."""
+    if _NUL in value:
+        return f"holds a NUL character (at character {value.index(_NUL) + 1}), which Postgres " \
+               "text cannot carry"
+    if identifier:
+        for i, ch in enumerate(value):
+            if ord(ch) < 32 or 127 <= ord(ch) < 160:
+                return f"holds the control character U+{ord(ch):04X} (at character {i + 1}), " \
+                       "which an id in a TREC or CSV file cannot carry"
+    return None
 
 
 def read_json(path: Path) -> tuple[Any, str]:
@@ -80,19 +124,37 @@ def parse_time(value: Any, *, file: Path, line: int | None, field_name: str) -> 
 def number_field(value: Any, *, file: Path, line: int | None, field_name: str, allow_none: bool = False):
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise InputError(f"expected a number, got {value!r}", file=file, line=line, field=field_name)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not finite(value):
+        raise InputError(f"expected a number, got {short_repr(value)}", file=file, line=line,
+                         field=field_name)
     return value
 
 
+def short_repr(value: Any, limit: int = 80) -> str:
+    """repr(value), cut to `limit` characters: a message stays one readable line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def finite(value: int | float) -> bool:
+    """math.isfinite, False (not OverflowError) for an int beyond a float's range."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def string_field(obj: dict, key: str, *, file: Path, line: int | None, prefix: str = "",
-            required: bool = True) -> str | None:
+            required: bool = True, identifier: bool = False) -> str | None:
     value = obj.get(key)
     if value is None and not required:
         return None
     if not isinstance(value, str) or (required and not value.strip()):
-        raise InputError(f"expected a non-empty string, got {value!r}", file=file, line=line,
-                         field=prefix + key)
+        raise InputError(f"expected a non-empty string, got {short_repr(value)}", file=file,
+                         line=line, field=prefix + key)
+    problem = control_problem(value, identifier=identifier)
+    if problem:
+        raise InputError(problem, file=file, line=line, field=prefix + key)
     return value
 
 
@@ -182,9 +244,6 @@ def add_grade(qrels: dict[str, dict[str, int]], qid: str, doc: str, grade: int, 
 # read line by line, where a line ends only at "\n" (never at U+0085, U+2028 or another character
 # str.splitlines() breaks at), as UTF-8 with or without a BOM.
 
-_BOM = b"\xef\xbb\xbf"
-
-
 def iter_lines(path: str | Path) -> Iterator[tuple[int, str]]:
     """(line number, text with its "\\n") of every line of a UTF-8 file, read as it streams.
 
@@ -207,25 +266,39 @@ def _text_file(path: Path):
         try:
             yield from fh
         except UnicodeDecodeError:
-            line, byte = _undecodable(path)
-            raise InputError(f"not UTF-8 text (byte {byte} of the line)", file=path,
-                             line=line) from None
+            raise _undecodable(path) from None
         except OSError as exc:
             raise InputError(f"cannot read the file ({exc.__class__.__name__}: {exc})",
                              file=path) from None
 
 
-def _undecodable(path: Path) -> tuple[int | None, int | None]:
-    """(line, 1-based byte in that line) of the first byte that is not UTF-8."""
+def _undecodable(path: Path) -> InputError:
+    """The refusal of a file that is not UTF-8: the line, and the byte in it and in the file,
+    of the first byte that is not UTF-8 (read line by line: a large file is never held)."""
+    offset, head = 0, b""
     with open(path, "rb") as fh:
         for number, raw in enumerate(fh, start=1):  # a binary file splits at b"\n" only
-            if number == 1 and raw.startswith(_BOM):
-                raw = raw[len(_BOM):]
+            skip = len(_BOM) if number == 1 and raw.startswith(_BOM) else 0
+            head = head or raw[:2]
             try:
-                raw.decode("utf-8")
+                raw[skip:].decode("utf-8")
             except UnicodeDecodeError as exc:
-                return number, exc.start + 1
-    return None, None
+                column = skip + exc.start + 1
+                return _undecodable_at(path, number, column, offset + column - 1, head)
+            offset += len(raw)
+    return InputError("not UTF-8 text; save the file as UTF-8", file=path)
+
+
+# the csv module refuses a field longer than 131072 characters with an error that names no
+# line; searcheval reads fields up to defaults.MAX_FIELD_CHARS and refuses longer ones by line
+csv.field_size_limit(max(csv.field_size_limit(), MAX_FIELD_CHARS))
+
+
+def csv_problem(exc: csv.Error, kind: str) -> str:
+    if "field larger than field limit" in str(exc):
+        return (f"a field is longer than {MAX_FIELD_CHARS:,} characters, the longest "
+                "searcheval reads (searcheval.defaults.MAX_FIELD_CHARS)")
+    return f"not valid {kind}: {exc}"
 
 
 def iter_delimited(path: str | Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
@@ -243,7 +316,7 @@ def iter_delimited(path: str | Path, delimiter: str) -> Iterator[tuple[int, list
         except StopIteration:
             return
         except csv.Error as exc:
-            raise InputError(f"not valid {'TSV' if delimiter == chr(9) else 'CSV'}: {exc}",
+            raise InputError(csv_problem(exc, 'TSV' if delimiter == chr(9) else 'CSV'),
                              file=path, line=reader.line_num) from None
         yield end + 1, row
         end = reader.line_num

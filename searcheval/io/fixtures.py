@@ -5,7 +5,6 @@ Every refusal is an `InputError` naming the file, line and field.
 
 from __future__ import annotations
 
-import csv
 from pathlib import Path
 
 from searcheval.errors import InputError
@@ -14,8 +13,9 @@ from searcheval.io.files import (
     number_field,
     parse_grade,
     parse_time,
+    control_problem,
+    iter_delimited,
     read_json_list,
-    read_text,
     string_field,
 )
 from searcheval.io.settings import check_setting, load_settings
@@ -36,7 +36,7 @@ def load_catalog(path: str | Path) -> list[Resource]:
         line = json_line_of(text, i)
         if not isinstance(obj, dict):
             raise InputError("expected an object per resource", file=path, line=line)
-        rid = string_field(obj, "id", file=path, line=line)
+        rid = string_field(obj, "id", file=path, line=line, identifier=True)
         if rid in seen:
             raise InputError(f"duplicate resource id {rid!r} (first at element {seen[rid] + 1})",
                              file=path, line=line, field="id")
@@ -46,6 +46,9 @@ def load_catalog(path: str | Path) -> list[Resource]:
         tags = obj.get("tags", [])
         if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
             raise InputError("expected a list of strings", file=path, line=line, field="tags")
+        for tag in tags:
+            if control_problem(tag):
+                raise InputError(control_problem(tag), file=path, line=line, field="tags")
         price = number_field(obj.get("price_usd"), file=path, line=line, field_name="price_usd",
                         allow_none=True)
         if price is not None and price < 0:
@@ -97,7 +100,7 @@ def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> 
         line = json_line_of(text, i)
         if not isinstance(obj, dict):
             raise InputError("expected an object per query", file=path, line=line)
-        qid = string_field(obj, "id", file=path, line=line)
+        qid = string_field(obj, "id", file=path, line=line, identifier=True)
         if qid in seen:
             raise InputError(f"duplicate query id {qid!r}", file=path, line=line, field="id")
         seen.add(qid)
@@ -146,10 +149,11 @@ def load_judgments(
 ) -> list[Judgment]:
     """`judgments.csv`: `query_id,resource_id,grade,judged_at,judge`, one row per judgment."""
     path = Path(path)
-    text = read_text(path)
-    reader = csv.reader(text.splitlines())
-    header = next(reader)
-    header = [h.strip() for h in header]
+    rows = iter_delimited(path, ",")  # UTF-8 with or without a BOM; a line ends only at "\n"
+    first = next((row for row in rows if any(c.strip() for c in row[1])), None)
+    if first is None:
+        raise InputError("the file is empty", file=path)
+    header = [h.strip() for h in first[1]]
     missing = [c for c in JUDGMENT_COLUMNS if c not in header]
     unknown = [c for c in header if c not in JUDGMENT_COLUMNS]
     if missing or unknown:
@@ -164,7 +168,7 @@ def load_judgments(
     judgments: list[Judgment] = []
     seen: dict[tuple[str, str], int] = {}
     lo, hi = grade_scale
-    for line_no, row in enumerate(reader, start=2):
+    for line_no, row in rows:
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != len(header):
@@ -176,6 +180,11 @@ def load_judgments(
             raise InputError("expected a query id", file=path, line=line_no, field="query_id")
         if not doc:
             raise InputError("expected a resource id", file=path, line=line_no, field="resource_id")
+        for name, value in (("query_id", qid), ("resource_id", doc),
+                            ("judge", row[col["judge"]])):
+            problem = control_problem(value, identifier=name != "judge")
+            if problem:
+                raise InputError(problem, file=path, line=line_no, field=name)
         grade = parse_grade(row[col["grade"]], lo, hi, file=path, line=line_no)
         key = (qid, doc)
         if key in seen:

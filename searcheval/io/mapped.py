@@ -345,7 +345,8 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
     name = document.get("name") or mapping.stem
     if not isinstance(name, str):
         raise InputError(f"expected a name, got {name!r}", file=mapping, field="name")
-    return Collection(name=name, resources=resources, queries=queries, judgments=judgments,
+    return Collection(name=name, declared_name=document.get("name"), resources=resources,
+                      queries=queries, judgments=judgments,
                       grade_scale=scale, sources=sources, settings=settings,
                       categories=DATA_CATEGORIES if categorised else ("all",),
                       provenance=provenance,

@@ -7,6 +7,7 @@ table mapping), e.g. for TREC-DL
     grade_scale: [0, 3]     # the grades a judgment may have
     coverage_floor: 0.5     # judged share of each configuration's top k below which a run alerts
     grade_map: {Exact: 3, Partial: 1, Irrelevant: 0}   # text labels -> grades (WANDS, mappings)
+    name: trec-dl-2019      # the dataset's identity in Postgres (default: its content fingerprint)
 
 Every key is optional; a run parameter (CLI flag) overrides it, and what neither sets comes from
 `searcheval.defaults`. Unknown keys and wrong values are refused with the file and the key.
@@ -23,7 +24,8 @@ from searcheval.io.files import read_yaml_mapping
 from searcheval.types import DatasetSettings
 
 SETTINGS_FILE = "searcheval.yaml"
-KEYS = ("gain", "relevance_level", "no_relevant", "grade_scale", "coverage_floor", "grade_map")
+KEYS = ("gain", "relevance_level", "no_relevant", "grade_scale", "coverage_floor", "grade_map",
+        "name")
 GAINS = ("exponential", "linear")
 POLICIES = ("one", "zero", "skip")
 
@@ -88,6 +90,12 @@ def check_setting(key: str, value: Any, *, file: str | Path | None = None,
                                  f"{grade!r}", file=file, field=f"{field}.{label}")
             pairs.append((str(label), int(grade)))
         return tuple(pairs)
+    if key == "name":
+        if not isinstance(value, str) or not value.strip() or len(value) > 200 \
+                or any(ord(c) < 32 or c == "\x7f" for c in value):
+            raise InputError(f"expected a dataset name of 1 to 200 printable characters, got "
+                             f"{value!r}"[:300], file=file, field=field)
+        return value.strip()
     raise InputError(f"unknown setting {key!r}; expected one of {', '.join(KEYS)}", file=file,
                      field=field)
 

@@ -218,8 +218,8 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["gate"]["passed"] is True
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
     # `prefect deployment run --watch` and the final state name the verdict and the report
-    verdict = (f"gate PASSED for fused (baseline.json, tolerance 0.02); "
-               f"report: {output / 'report.md'}")
+    verdict = (f"gate: PASSED (no gated metric of fused dropped by more than the tolerance "
+               f"0.02, and no floor was missed); report: {output / 'report.md'}")
     assert verdict in watched
     assert run["state"]["message"] == verdict
 
@@ -301,12 +301,12 @@ def test_the_ui_shows_the_verdict_the_metrics_and_a_readable_report(stack, ranki
         # the flow run page: its name, state and the verdict (the flow's last log line)
         page.goto(f"{server.url}/runs/flow-run/{run['id']}")
         wait_for_text(page, run["name"], "ranking-change", "Completed",
-                      "gate PASSED for fused (baseline.json, tolerance 0.02)")
+                      "gate: PASSED (no gated metric of fused dropped by more than")
         page.screenshot(path=UI_OUTPUT / "flow-run.png", full_page=True)
         click_tab(page, "Artifacts")
         text = wait_for_text(page, "searcheval-metrics", "searcheval-report",
                              f"searcheval run {metrics['run_id']}")
-        assert "gate PASSED" in text
+        assert "gate: PASSED" in text
 
         # the metrics artifact: one row per configuration with its rounded means
         page.goto(f"{server.url}/artifacts/artifact/{artifacts['searcheval-metrics']['id']}")
@@ -314,7 +314,7 @@ def test_the_ui_shows_the_verdict_the_metrics_and_a_readable_report(stack, ranki
         text = wait_for_text(page, "searcheval-metrics", run["name"], "fused", "dense", "bm25",
                              *(f"{round(means[m], 4):g}" for means in shown.values()
                                for m in ("ndcg@10", "mrr")))
-        assert "gate PASSED" in text
+        assert "gate: PASSED" in text
         page.screenshot(path=UI_OUTPUT / "metrics-artifact.png", full_page=True)
 
         # the report: rendered markdown, readable at a laptop's width without scrolling sideways
@@ -340,7 +340,7 @@ def test_a_tripped_gate_fails_its_task_and_the_run_and_the_failed_automation_not
     assert code == 1, (out, err)
     lines = out.splitlines()
     assert lines[0].startswith(f"flow run {run['name']} ({run['id']}): failed")
-    assert lines[1].startswith("gate TRIPPED for fused: ndcg@10: ")
+    assert lines[1].startswith("gate tripped for fused: ndcg@10: ")
     assert lines[1].endswith(f"; report: {output / 'report.md'}")
     # the gate's task run is the one that failed; the steps around it completed
     tasks = {t["name"].rsplit("-", 1)[0]: t["state"]["type"] for t in stack.server.api(
@@ -349,7 +349,7 @@ def test_a_tripped_gate_fails_its_task_and_the_run_and_the_failed_automation_not
     assert tasks["score"] == tasks["publish"] == "COMPLETED"
     with ui_page(browser) as page:
         page.goto(f"{stack.server.url}/runs/flow-run/{run['id']}")
-        wait_for_text(page, run["name"], "Failed", "gate TRIPPED for fused")
+        wait_for_text(page, run["name"], "Failed", "gate: TRIPPED (ndcg@10: ")
 
     body = receiver.wait_for(lambda b: b.get("source") == "prefect-automation"
                              and run["name"] in b["subject"], timeout=45)

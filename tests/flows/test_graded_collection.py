@@ -16,6 +16,7 @@ import pytest
 
 from searcheval import store
 from searcheval.cli import main
+from searcheval.io.collection import load_collection
 from searcheval.store import database
 
 pytestmark = pytest.mark.slow
@@ -133,7 +134,10 @@ def test_segments_and_the_raw_u0085_reach_the_history(graded_run, subset, flow_e
         stored = {r["segment"]: r["value"] for r in rows
                   if (r["configuration"], r["metric"]) == ("fused", "ndcg@10")}
         assert stored == pytest.approx({s: v["ndcg@10"] for s, v in by_segment.items()})
-        passages = {r.id: r for r in store.load_resources(conn, subset.name)}
+        # the catalog is stored under its content's fingerprint, never the folder's name
+        catalog = load_collection(dataset=subset).catalog_id
+        assert catalog.startswith("sha256:") and store.load_resources(conn, subset.name) == []
+        passages = {r.id: r for r in store.load_resources(conn, catalog)}
     raw = raw_u0085(subset)
     assert len(raw) >= 2  # 3843267 (judged) and 1093687 (not) hold one
     assert all("\x85" in passages[pid].description for pid in raw)

@@ -39,7 +39,8 @@ def test_a_run_prints_the_table_once_on_stdout_and_logs_on_stderr(cli_env, tmp_p
     # the table: a header and one row per configuration, then the verdict and the report
     assert out[0].split() == HEADER
     assert [line.split()[0] for line in out[1:4]] == ["bm25", "dense", "fused"]
-    assert out[4] == (f"gate PASSED for fused (baseline.json, tolerance 0.02); "
+    assert out[4] == (f"gate: PASSED (no gated metric of fused dropped by more than the "
+                      f"tolerance 0.02, and no floor was missed); "
                       f"report: {tmp_path / 'out' / 'report.md'}")
     assert len(out) == 5
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
@@ -79,6 +80,6 @@ def test_quiet_and_a_closed_pipe_leave_only_the_verdict_and_keep_the_exit_code(c
     [line] = done.stderr.splitlines()
     value = json.loads((tmp_path / "out" / "metrics.json").read_text())[
         "configurations"]["fused"]["means"]["ndcg@10"]
-    assert line.startswith(f"searcheval: gate TRIPPED for fused: ndcg@10: {value:.3f} vs "
+    assert line.startswith(f"searcheval: gate tripped for fused: ndcg@10: {value:.3f} vs "
                            f"baseline 1.500 ({value - 1.5:+.3f})")
     assert line.endswith(f"; report: {tmp_path / 'out' / 'report.md'}")

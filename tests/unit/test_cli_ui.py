@@ -32,10 +32,13 @@ def test_what_the_user_set_wins():
 def test_the_cli_turns_prefect_telemetry_off_unless_the_user_turned_it_on():
     env: dict[str, str] = {}
     quiet_defaults(env)
-    assert env == {"PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
-    env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "true"}
+    assert env == {"PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                   "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "60"}
+    env = {"PREFECT_SERVER_ANALYTICS_ENABLED": "true",
+           "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "5"}
     quiet_defaults(env)
-    assert env == {"PREFECT_SERVER_ANALYTICS_ENABLED": "true"}
+    assert env == {"PREFECT_SERVER_ANALYTICS_ENABLED": "true",
+                   "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "5"}
 
 
 def test_ui_has_a_help_text_and_refuses_a_bad_port(capsys):

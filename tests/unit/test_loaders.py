@@ -85,8 +85,15 @@ def test_missing_and_unreadable_files(tmp_path):
         load_catalog(tmp_path / "nope.json")
     binary = tmp_path / "bin.csv"
     binary.write_bytes(b"\xff\xfe\x00garbage")
-    with pytest.raises(InputError, match="bin.csv: cannot read the file"):
+    with pytest.raises(InputError, match=r"bin.csv:1: UTF-16 text \(byte 1 of the line"):
         load_judgments(binary)
+    latin = tmp_path / "latin.json"
+    latin.write_bytes('[\n  {"id": "caf\u00e9"}\n]\n'.encode("latin-1"))
+    column = len('  {"id": "caf') + 1  # the e-acute, one byte in Latin-1
+    before = len("[\n")  # the first line's bytes
+    with pytest.raises(InputError, match=rf"latin.json:2: not UTF-8 text \(byte {column} of the "
+                                         rf"line\) at byte {before + column} of the file"):
+        load_catalog(latin)
 
 
 def resource(**overrides):

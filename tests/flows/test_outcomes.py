@@ -1,0 +1,196 @@
+"""Expected outcomes through the real CLI process and the real flow: a refusal is exit 2 with its
+line last on stderr, a tripped gate exit 1 with the verdict, neither prints a traceback, and the
+flow run still ends Failed with the message. An alert that cannot be delivered changes nothing.
+The gate's status is always stated."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime, timedelta, timezone
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from searcheval import store
+from searcheval.cli import main
+from searcheval.store import database
+
+pytestmark = pytest.mark.slow
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_count(url: str) -> int:
+    with database.connect(url) as conn:
+        return len(store.last_runs(conn, 1000))
+
+
+def cli(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+    """`searcheval run ...` in a process of its own, on this session's Prefect API (so its flow
+    run can be read back) and the module's database."""
+    from prefect.settings import PREFECT_API_URL
+
+    env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "HF_HUB_OFFLINE": "1",
+           **env_extra}
+    return subprocess.run([str(Path(sys.executable).parent / "searcheval"), "run", *args], cwd=ROOT,
+                          env=env, capture_output=True, text=True, timeout=600)
+
+
+def tampered_baseline(tmp_path: Path, metric: str, value: float) -> Path:
+    baseline = json.loads((ROOT / "baseline.json").read_text())
+    baseline["metrics"][metric] = value
+    path = tmp_path / "baseline.json"
+    path.write_text(json.dumps(baseline))
+    return path
+
+
+def latest_flow_run():
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.sorting import FlowRunSort
+
+    async def read():
+        async with get_client() as client:
+            runs = await client.read_flow_runs(sort=FlowRunSort.START_TIME_DESC, limit=1)
+            return runs[0]
+
+    return anyio.run(read)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_tripped_gate_exits_1_with_the_verdict_last_and_no_traceback(flow_env, webhook,
+                                                                       tmp_path):
+    baseline = tampered_baseline(tmp_path, "mrr", 1.0)  # fused has 0.8: trips
+    done = cli(["--baseline", str(baseline), "--output", str(tmp_path / "out")],
+               {"SEARCHEVAL_DATABASE_URL": flow_env, "SEARCHEVAL_ALERT_WEBHOOK": webhook.url})
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 1, done.stderr
+    assert "Traceback" not in done.stderr
+    assert err[-1].startswith("searcheval: gate tripped for fused: mrr")
+    assert "gate: TRIPPED" in done.stdout
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert (doc["gate"]["status"], doc["gate"]["passed"]) == ("TRIPPED", False)
+    assert doc["gate"]["reason"].startswith("mrr")
+    assert "**TRIPPED**" in (tmp_path / "out" / "report.md").read_text()
+    run = latest_flow_run()
+    assert run.state.is_failed() and "gate tripped" in run.state.message
+
+
+def test_a_refusal_found_inside_the_flow_exits_2_last_line_no_traceback_flow_run_failed(
+        flow_env, webhook, tmp_path):
+    """The CLI's own preflight cannot see whether a Prefect block exists; the flow's does."""
+    before = run_count(flow_env)
+    done = cli(["--output", str(tmp_path / "out"), "--alert-block", "slack-webhook/nobody"],
+               {"SEARCHEVAL_DATABASE_URL": flow_env, "SEARCHEVAL_ALERT_WEBHOOK": webhook.url})
+    err = done.stderr.strip().splitlines()
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert err[-1] == ("searcheval: --alert-block: no Prefect block 'slack-webhook/nobody': "
+                       "create it (prefect block create) or name another")
+    run = latest_flow_run()
+    assert run.state.is_failed() and "slack-webhook/nobody" in run.state.message
+    assert run_count(flow_env) == before and not (tmp_path / "out").exists()
+    assert webhook.bodies == []  # a manual run's refusal pages nobody
+
+
+def test_an_unreachable_alert_endpoint_changes_neither_verdict_nor_exit_code(flow_env,
+                                                                             monkeypatch,
+                                                                             tmp_path):
+    monkeypatch.setenv("SEARCHEVAL_ALERT_WEBHOOK", f"http://127.0.0.1:{free_port()}/down")
+    baseline = tampered_baseline(tmp_path, "mrr", 1.0)
+    before = run_count(flow_env)
+    assert main(["run", "--baseline", str(baseline), "--output", str(tmp_path / "out")]) == 1
+    assert run_count(flow_env) == before + 1
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["gate"]["status"] == "TRIPPED"
+
+
+def test_a_malformed_webhook_url_is_refused_before_any_work(flow_env, monkeypatch, tmp_path,
+                                                            capsys):
+    monkeypatch.setenv("SEARCHEVAL_ALERT_WEBHOOK", "127.0.0.1:9/hook?token=s3cret-token")
+    before = run_count(flow_env)
+    assert main(["run", "--output", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith("searcheval: field 'SEARCHEVAL_ALERT_WEBHOOK': expected an http")
+    assert "s3cret" not in "\n".join(err)
+    assert run_count(flow_env) == before and not (tmp_path / "out").exists()
+
+
+def test_a_run_without_a_gate_on_purpose_says_not_gated_everywhere(flow_env, tmp_path, capsys):
+    code = main(["run", "--no-baseline", "--configurations", "bm25", "--output",
+                 str(tmp_path / "out")])
+    captured = capsys.readouterr()
+    assert code == 0
+    assert "gate: NOT GATED (no baseline on purpose (no_baseline))" in captured.out
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert doc["gate"] == {"passed": None, "tripped": [], "status": "NOT GATED",
+                           "reason": "no baseline on purpose (no_baseline)"}
+    assert "**NOT GATED**" in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_the_flow_called_directly_refuses_nan_tolerance_and_ends_failed(flow_env, tmp_path):
+    import importlib
+
+    nightly = importlib.import_module("flows.nightly").nightly
+    before = run_count(flow_env)
+    state = nightly(fixtures=str(ROOT / "fixtures"), baseline=str(ROOT / "baseline.json"),
+                    tolerance=float("nan"), output=str(tmp_path / "out"), return_state=True)
+    assert state.is_failed()
+    assert "tolerance" in state.message
+    assert run_count(flow_env) == before and not (tmp_path / "out").exists()
+    # a baseline that gates a configuration the run leaves out: refused, never an open gate
+    state = nightly(fixtures=str(ROOT / "fixtures"), baseline=str(ROOT / "baseline.json"),
+                    configurations=["bm25"], output=str(tmp_path / "out"), return_state=True)
+    assert state.is_failed() and "does not run" in state.message
+
+
+def test_a_refused_scheduled_run_is_alerted_with_every_problem(flow_env, webhook, tmp_path):
+    """A run the deployment's schedule created (the server's own scheduling, `auto_scheduled`)
+    pages on-call when its input is refused, whichever input it was: here the baseline."""
+    import importlib
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.flow_engine import run_flow
+
+    nightly = importlib.import_module("flows.nightly").nightly
+    broken = tmp_path / "baseline.json"
+    broken.write_text('{"configuration": "fused", "metrics": {"mrr": NaN}}')
+    parameters = {"fixtures": str(ROOT / "fixtures"), "baseline": str(broken),
+                  "output": str(tmp_path / "out"), "tolerance": -1.0}
+    with get_client(sync_client=True) as client:
+        flow_id = client.create_flow_from_name(nightly.name)
+        deployment_id = client.create_deployment(
+            flow_id=flow_id, name="scheduled-refusal", entrypoint="flows/nightly.py:nightly",
+            parameters=parameters,
+            schedules=[DeploymentScheduleCreate(schedule=CronSchedule(cron="* * * * *"),
+                                                active=True)])
+        # the scheduler's own call, for the minute just gone: a run due now (a future one
+        # would make the engine wait for its time)
+        now = datetime.now(timezone.utc)
+        client._client.post(f"/deployments/{deployment_id}/schedule", json={
+            "start_time": (now - timedelta(minutes=2)).isoformat(),
+            "end_time": now.isoformat(), "max_runs": 1}).raise_for_status()
+        runs = client.read_flow_runs(deployment_filter=DeploymentFilter(
+            id=DeploymentFilterId(any_=[deployment_id])))
+    assert len(runs) >= 1 and runs[0].auto_scheduled
+    before = run_count(flow_env)
+    state = run_flow(nightly, flow_run=runs[0], parameters=runs[0].parameters,
+                     return_type="state")
+    assert state.is_failed() and "tolerance" in state.message
+    refused = [b for b in webhook.bodies if any(r["kind"] == "refused" for r in b["reasons"])]
+    assert len(refused) == 1
+    summaries = [r["summary"] for r in refused[0]["reasons"]]
+    assert len(summaries) == 2  # the tolerance and the baseline, both named
+    assert "tolerance" in summaries[0] and f"{broken} field 'metrics.mrr'" in summaries[1]
+    assert run_count(flow_env) == before and not (tmp_path / "out").exists()
