@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from deploy_support import (
