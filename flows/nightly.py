@@ -35,6 +35,7 @@ from searcheval.evaluation.report import (
     verdict_line,
 )
 from searcheval.io.collection import collection_hashes
+from searcheval.metrics.engine import parse_metrics
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event, emit_verdict_event
@@ -86,6 +87,8 @@ def nightly(
     no_relevant: NoRelevant = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
+    judgment_rule: str = defaults.JUDGMENT_RULE,
+    agreement_floor: float = defaults.AGREEMENT_FLOOR,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -93,8 +96,8 @@ def nightly(
     (the run then says NOT GATED). The conventions default to None: the dataset's settings
     (searcheval.yaml), else searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL
     (embedded Postgres when unset), never from a parameter, so no password is stored with the
-    flow run. The run ends Failed when the gate trips; its final message is the verdict and
-    where the report is.
+    flow run. Judgments are read from Postgres (seeded from the dataset's own file). The run
+    ends Failed when the gate trips; its final message is the verdict and where the report is.
 
     Args:
         fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
@@ -139,6 +142,10 @@ def nightly(
             dataset's setting.
         grade_map: Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0};
             empty for the dataset's setting.
+        judgment_rule: How the grades of several judges of one result combine: median,
+            majority, or judge:NAME (that judge's grade).
+        agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the
+            run alerts.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -150,13 +157,17 @@ def nightly(
         tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
         max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
         embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
-        no_relevant=no_relevant, alert_block=alert_block)
+        no_relevant=no_relevant, alert_block=alert_block, judgment_rule=judgment_rule,
+        agreement_floor=agreement_floor)
     checked = t.preflight(request)
     try:
         checked.raise_for_problems()
-        collection: Collection = checked.collection
+        metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
+        loaded: Collection = checked.collection
         conventions = checked.conventions
+        collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
         report = t.validate(collection, max_age_days, min_per_category)
+        report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
     except InputError as exc:
         refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
@@ -164,6 +175,7 @@ def nightly(
         logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
     t.seed_catalog(collection)
+    t.seed_judgments(loaded)
     texts = pipeline.collection_texts(collection)
     progress.start("embedding", len(texts), "texts")  # one report for all the batches
     batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
@@ -189,6 +201,8 @@ def nightly(
     verdict = gated.result(raise_on_failure=False)
     if isinstance(verdict, BaseException):
         raise verdict
+    judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
+                                       run_id, coverage, coverage_k, effective, agreement_floor)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -198,7 +212,7 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        not_gated_reason=checked.not_gated_reason)
+        judging=judging, not_gated_reason=checked.not_gated_reason)
     t.publish(result, runs, output)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"

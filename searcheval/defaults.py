@@ -22,6 +22,8 @@ REPLAY_METRICS = ("ndcg@10", "mrr", "precision@10", "recall@20", "map")
 GAIN = "exponential"  # 2^grade - 1; "linear" is trec_eval's
 RELEVANCE_LEVEL = 1  # lowest grade that counts as relevant for MRR, P, R, MAP
 NO_RELEVANT = "one"  # nDCG and Recall of a query with no relevant judgment: one | zero | skip
+RBP_PERSISTENCE = 0.8  # RBP's p when a name does not give one (ir_measures' default)
+ERR_MAX_GRADE = 4  # ERR's stopping probability (2^g - 1) / 2^4, as gdeval (ir_measures' ERR)
 
 # -- the nightly evaluation
 CONFIGURATIONS = ("bm25", "dense", "fused")
@@ -49,6 +51,17 @@ WORST_QUERIES = 5  # queries named per tripped metric
 
 # -- datasets
 WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the seed does (paper: 2/1/0)
+
+# -- judging
+JUDGMENT_RULE = "median"  # effective grade: each judge's latest, then median | majority | judge:NAME
+JUDGMENT_SOURCES = ("human", "import", "model")
+POOL_DEPTH = 10  # a pool is the unjudged part of each configuration's top k
+POOL_OVERLAP = 0.0  # share of a pool assigned to two judges (agreement needs some)
+AGREEMENT_FLOOR = 0.667  # Krippendorff's alpha (ordinal) below which a run is alerted
+GUIDELINE_VERSION = "1"  # version of the grading guideline the rating page shows
+RATE_PORT = 8765  # `searcheval rate` listens on localhost:RATE_PORT
+RATE_TOKEN_ENV = "SEARCHEVAL_RATE_TOKEN"  # the token a non-loopback rating page requires
+DISAGREEMENTS = 10  # pairs with the largest disagreement listed in the report
 
 # `searcheval ui`: the local Prefect server and its UI (Prefect's own default port)
 UI_HOST = "127.0.0.1"

@@ -30,6 +30,8 @@ from searcheval.evaluation.report import EvaluationResult, markdown_report, writ
 from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
+from searcheval.judging.judgments import Effective, parse_rule
+from searcheval.judging.source import preview_judgments, seed_collection_judgments
 from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
 from searcheval.rankers.registry import needs_database
@@ -103,6 +105,21 @@ def load_inputs(fixtures: str | None, dataset: str | None, split: str,
                 grade_scale: list[int] | None = None) -> Collection:
     return load_collection(fixtures=fixtures, dataset=dataset, mapping=mapping, split=split,
                            max_queries=max_queries, grade_map=grade_map, grade_scale=grade_scale)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def judgments(collection: Collection, rule: str,
+              max_age_days: int | None) -> tuple[Collection, Effective]:
+    """The collection with its effective judgments: the stored rows plus the dataset's file
+    (read only: the seed is written by `seed_judgments` once the inputs are accepted)."""
+    with open_database() as conn:
+        return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def seed_judgments(collection: Collection) -> dict:
+    with open_database() as conn:
+        return seed_collection_judgments(conn, collection)
 
 
 def _validation_key(context, parameters) -> str:

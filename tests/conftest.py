@@ -115,11 +115,14 @@ def example_service(tmp_path_factory):
 CHROMIUM = "/usr/bin/chromium"  # Debian's chromium package (`make browser`); never a downloaded one
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium per session, driven by Playwright: the Debian build through
-    `executable_path` (no `playwright install`). Tests open their own context (`browser.new_context()`)
-    and close it; the browser and Playwright's driver stop when the session ends."""
+    """One headless Chromium per test module that asks for it, driven by Playwright: the Debian
+    build through `executable_path` (no `playwright install`). Tests open their own context
+    (`browser.new_context()`) and close it; the browser and Playwright's driver stop when the
+    module ends. Per module, not per session: while Playwright's sync driver runs, its event loop
+    is the running loop of the main thread, and `asyncio.run` / `anyio.run` in the modules after
+    it (Prefect's clients in tests/flows) would fail."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make browser` installs it")
     from playwright.sync_api import sync_playwright

@@ -25,6 +25,7 @@ from searcheval.cli.common import (
     refusal_line,
 )
 from searcheval.cli.history import add_history
+from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
 from searcheval.cli.score import add_score
@@ -34,7 +35,8 @@ from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
-                            add_benchmark, add_replay, add_traces, add_serve, add_ui]
+                            add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
+                            add_ui]
 
 
 def build_parser() -> Parser:

@@ -76,6 +76,37 @@ def add_benchmark(sub) -> None:
     s.set_defaults(handler=cmd_benchmark_search)
     add_benchmark_replay(bsub)
     add_benchmark_load(bsub)
+    add_benchmark_score(bsub)
+
+
+def add_benchmark_score(bsub) -> None:
+    b = bsub.add_parser("score", help="searcheval score vs trec_eval (built from source), "
+                                      "pytrec_eval and ranx as whole processes on the same "
+                                      "generated TREC files, then in-process")
+    b.add_argument("--queries", type=int, default=20_000, help="queries to generate")
+    b.add_argument("--depth", type=int, default=100, help="results per query")
+    b.add_argument("--judged", type=int, default=15, help="judged documents per query")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    b.add_argument("--repeat", type=int, default=3, help="rounds; the best time of each tool is shown")
+    b.add_argument("--trec-eval-source", type=Path, default=Path("../shared/tools/trec_eval"),
+                   help="trec_eval's C source, copied and built in a temporary folder")
+    b.add_argument("--directory", type=Path, default=None,
+                   help="where the files are written (default: a temporary folder, removed)")
+    b.add_argument("--no-in-process", action="store_true",
+                   help="only the whole processes (skip the in-process DataFrame / dicts timing)")
+    b.set_defaults(handler=cmd_benchmark_score)
+
+
+def cmd_benchmark_score(args: argparse.Namespace) -> int:
+    from searcheval.bench.score import benchmark_score
+
+    if min(args.queries, args.depth, args.judged, args.repeat) < 1:
+        raise InputError("expected --queries, --depth, --judged and --repeat >= 1", field="queries")
+    figures = benchmark_score(queries=args.queries, depth=args.depth, judged=args.judged,
+                              seed=args.seed, repeat=args.repeat,
+                              trec_eval_source=args.trec_eval_source, directory=args.directory,
+                              in_process=not args.no_in_process)
+    return EXIT_OK if figures["agree"] else EXIT_TRIPPED
 
 
 def add_benchmark_load(bsub) -> None:

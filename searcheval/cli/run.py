@@ -36,7 +36,8 @@ def run_request(args: argparse.Namespace):
                          baseline=str(args.baseline), no_baseline=args.no_baseline,
                          tolerance=args.tolerance, alert_block=args.alert_block,
                          min_per_category=args.min_per_category, shards=args.shards,
-                         embed_batch=args.embed_batch)
+                         embed_batch=args.embed_batch, judgment_rule=args.judgment_rule,
+                         agreement_floor=args.agreement_floor)
     if args.configurations is not None:
         request.configurations = [c.strip() for c in args.configurations.split(",")]
     return request
@@ -47,7 +48,7 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "fixtures", "dataset", "mapping", "split", "max_queries", "grade_map", "grade_scale",
         "baseline", "no_baseline", "configurations", "tolerance", "coverage_floor",
         "min_per_category", "shards", "embed_batch", "gain", "relevance_level", "no_relevant",
-        "alert_block")}
+        "alert_block", "judgment_rule", "agreement_floor")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
     return {**params, "output": str(args.output), "label": args.label}
@@ -186,6 +187,12 @@ def add_run(sub) -> None:
     p.add_argument("--coverage-floor", type=float,
                    help="judged share of each configuration's top 10 below which the run alerts "
                         f"(default: the dataset's setting, else {defaults.COVERAGE_FLOOR})")
+    p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
+                   help="effective grade of a pair: each judge's latest, then median | majority | "
+                        f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+    p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
+                   help="Krippendorff's alpha between judges below which the run alerts "
+                        f"(default {defaults.AGREEMENT_FLOOR})")
     p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
                    help="fewest golden queries a category may have "
                         f"(default {defaults.MIN_PER_CATEGORY})")

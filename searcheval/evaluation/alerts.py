@@ -54,17 +54,41 @@ def gate_reasons(gate) -> list[dict]:
              "summary": f"gate tripped: {t.describe()}"} for t in (gate.tripped if gate else [])]
 
 
-def coverage_reasons(coverage: dict) -> list[dict]:
+def coverage_reasons(coverage: dict, judging: dict | None = None) -> list[dict]:
+    """One reason per configuration under its judged-share floor; with the run's `judging`
+    block, each names the size of its pool of unjudged results and the command that lists it."""
     out = []
+    judging = judging or {}
+    pool = judging.get("pool") or {}
     for name, c in coverage.items():
         if isinstance(c, dict) and c.get("below_floor"):
             source = c.get("floor_source") or "default"
-            out.append({"kind": "coverage", "configuration": name,
-                        "value": c.get("judged_share"), "floor": c.get("floor"),
-                        "floor_source": source,
-                        "summary": f"judged@{c.get('k')} of {name} is {c.get('judged_share'):.3f}, "
-                                   f"under the floor {c.get('floor'):.3f} ({source})"})
+            reason = {"kind": "coverage", "configuration": name,
+                      "value": c.get("judged_share"), "floor": c.get("floor"),
+                      "floor_source": source,
+                      "summary": f"judged@{c.get('k')} of {name} is {c.get('judged_share'):.3f}, "
+                                 f"under the floor {c.get('floor'):.3f} ({source})"}
+            size = ((judging.get("configurations") or {}).get(name) or {}).get("pool")
+            if size is not None and pool.get("command"):
+                reason["pool"] = size
+                reason["command"] = pool["command"]
+                reason["summary"] += (f"; {size} unjudged pair(s) in its top {c.get('k')} "
+                                      f"({pool.get('size')} across configurations): "
+                                      f"`{pool['command']}`")
+            out.append(reason)
     return out
+
+
+def agreement_reasons(judging: dict | None) -> list[dict]:
+    """Agreement between judges (Krippendorff's alpha) under its floor."""
+    a = (judging or {}).get("agreement") or {}
+    if not a.get("below_floor"):
+        return []
+    return [{"kind": "agreement", "alpha": a.get("alpha"), "floor": a.get("floor"),
+             "items": a.get("items"),
+             "summary": f"judges' agreement (Krippendorff's alpha, ordinal) is "
+                        f"{a.get('alpha'):.3f} over {a.get('items')} pair(s) graded by two or "
+                        f"more judges, under the floor {a.get('floor'):.3f}"}]
 
 
 def stale_reasons(validation: dict) -> list[dict]:

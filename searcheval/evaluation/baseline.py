@@ -62,10 +62,13 @@ def _metric_map(raw: Any, path: Path, field_name: str) -> dict[str, float]:
     out = {}
     for name, value in raw.items():
         try:
-            parse_metric(name)
+            canonical = parse_metric(name).name  # any spelling; kept under searcheval's name
         except InputError as exc:
             raise InputError(exc.message, file=path, field=f"{field_name}.{name}") from None
-        out[name] = _number(value, path, f"{field_name}.{name}")
+        if canonical in out:
+            raise InputError(f"names the metric {canonical} twice", file=path,
+                             field=f"{field_name}.{name}")
+        out[canonical] = _number(value, path, f"{field_name}.{name}")
     return out
 
 

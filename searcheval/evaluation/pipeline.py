@@ -23,11 +23,16 @@ import psycopg
 from searcheval import progress, store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
-from searcheval.evaluation.alerts import Alert, coverage_reasons, gate_reasons, stale_reasons
+from searcheval.evaluation.alerts import (Alert, agreement_reasons, coverage_reasons, gate_reasons,
+                                         stale_reasons)
 from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
-from searcheval.evaluation.validation import ValidationReport, fresh_judgments
+from searcheval.evaluation.validation import (Finding, StaleJudgment, ValidationReport,
+                                              fresh_judgments)
+from searcheval.judging.agreement import agreement as judge_agreement
+from searcheval.judging.judgments import Effective
+from searcheval.judging.summary import judging_block
 from searcheval.metrics.engine import Settings
 from searcheval.metrics.scoring import ConfigurationScores, score_run
 from searcheval.metrics.segments import query_segments
@@ -228,6 +233,47 @@ def fresh_collection(collection: Collection, report: ValidationReport) -> Collec
     return replace(collection, judgments=fresh_judgments(collection, report))
 
 
+def with_judging_checks(report: ValidationReport, collection: Collection, effective: Effective,
+                        floor: float) -> ValidationReport:
+    """The validation report plus what the judgments' provenance tells: the pairs it finds stale
+    that the suites cannot see (a recorded content hash that differs from the document's current
+    one), and a warning when the judges' agreement (Krippendorff's alpha) is under `floor`
+    (published and alerted like low coverage; it does not stop the run)."""
+    seen = {(s.query_id, s.doc_id) for s in report.stale}
+    extra = [StaleJudgment(q, d, reason) for (q, d), reason in sorted(effective.stale_pairs.items())
+             if (q, d) not in seen]
+    findings = list(report.findings)
+    a = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
+                        collection.grade_scale, floor=floor)
+    if a["below_floor"]:
+        findings.append(Finding(
+            "judgments", "agreement_floor", "warning",
+            f"expected judges' agreement (Krippendorff's alpha, ordinal) >= {floor:g}; "
+            f"{a['alpha']:.3f} over {a['items']} pair(s) graded by two or more judges",
+            a["items"], [f"{d['query_id']}/{d['doc_id']} {d['grades']}"
+                         for d in a["disagreements"][:5]], "grade",
+            str(collection.sources.get("judgments", f"<{collection.name}>:judgments"))))
+    if not extra and len(findings) == len(report.findings):
+        return report
+    return replace(report, stale=list(report.stale) + extra, findings=findings)
+
+
+def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
+                    metrics: tuple[str, ...], settings: Settings, run_id: str, coverage: dict,
+                    k: int, effective: Effective | None, floor: float) -> dict:
+    """metrics.json's `judging` block: the rule, judges and staleness per judge, agreement,
+    and per configuration judged@k, pool size and bounds (`searcheval.judging.summary`)."""
+    agreement = None
+    if effective is not None:
+        agreement = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
+                                    collection.grade_scale, floor=floor)
+    return judging_block(runs, qrels, [q.id for q in collection.queries], list(metrics), settings,
+                         collection.grade_scale, run_id, coverage, k,
+                         judgments=effective.summary() if effective is not None else None,
+                         agreement=agreement,
+                         latest=effective.latest if effective is not None else None)
+
+
 def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
                metrics: tuple[str, ...] = REPORT_METRICS,
                settings: Settings = Settings()) -> dict[str, ConfigurationScores]:
@@ -263,8 +309,8 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
 
 def alert_for(result: EvaluationResult) -> Alert | None:
     """What to alert on: a tripped gate, a coverage floor missed, stale judgments."""
-    reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage) \
-        + stale_reasons(result.validation)
+    reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage, result.judging) \
+        + stale_reasons(result.validation) + agreement_reasons(result.judging)
     if not reasons:
         return None
     return Alert(run_id=result.run_id, reasons=reasons, where=None)

@@ -78,6 +78,8 @@ class RunRequest:
     relevance_level: int | None = None
     no_relevant: str | None = None
     alert_block: str | None = None
+    judgment_rule: str = defaults.JUDGMENT_RULE
+    agreement_floor: float = defaults.AGREEMENT_FLOOR
     # whether a Prefect block "type/name" exists: given by the flow (the library never imports
     # Prefect); None checks the block's name only
     block_exists: Callable[[str], bool] | None = None
@@ -375,6 +377,21 @@ def check_conventions(request: RunRequest) -> list[InputError]:
     return []
 
 
+def check_judging(request: RunRequest) -> list[InputError]:
+    """The effective-grade rule and the agreement floor (searcheval.judging)."""
+    from searcheval.judging.agreement import check_floor
+    from searcheval.judging.judgments import parse_rule
+
+    problems: list[InputError] = []
+    for check, value in ((parse_rule, request.judgment_rule),
+                         (check_floor, request.agreement_floor)):
+        try:
+            check(value)
+        except InputError as exc:
+            problems.append(exc)
+    return problems
+
+
 CHECKS: list[Callable[[RunRequest], list[InputError]]] = [
     check_numbers,
     check_metrics,
@@ -384,6 +401,7 @@ CHECKS: list[Callable[[RunRequest], list[InputError]]] = [
     check_conventions,
     check_baseline,
     check_floors,
+    check_judging,
 ]
 
 

@@ -36,6 +36,7 @@ class EvaluationResult:
     label: str | None = None  # e.g. the ranking version of a manual run
     conventions: dict = field(default_factory=dict)  # Conventions.to_dict(): values and sources
     queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
+    judging: dict = field(default_factory=dict)  # judgments rule, pool sizes, bounds, agreement
     not_gated_reason: str | None = None  # why a run without a gate has none (always said)
 
     def gate_status(self) -> dict:
@@ -75,6 +76,7 @@ class EvaluationResult:
             "coverage": self.coverage,
             "validation": self.validation,
             "embeddings": self.embeddings,
+            "judging": self.judging,
         }
 
     # -- history rows -----------------------------------------------------------------------
@@ -89,7 +91,9 @@ class EvaluationResult:
                         "coverage": self.coverage,
                         "gate": {**(self.gate.to_dict() if self.gate else {}),
                                  **self.gate_status()},
-                        "conventions": self.conventions},
+                        "conventions": self.conventions,
+                        "judging": {k: self.judging[k] for k in ("pool", "judgments")
+                                    if k in self.judging}},
         }
 
     def metric_rows(self) -> list[dict]:
@@ -282,15 +286,19 @@ def markdown_report(result: EvaluationResult) -> str:
         for s in stale[:20]:
             w(f"  - stale: ({s.get('query_id')}, {s.get('doc_id')}) {s.get('reason')}\n")
     if result.coverage:
+        judged = (result.judging or {}).get("configurations") or {}
         w("\n## Judged share of the results\n\n| configuration | judged share of top k | floor "
-          "| below the floor | unjudged examples |\n|---|---|---|---|---|\n")
+          "| below the floor | pool (unjudged pairs) |\n|---|---|---|---|---|\n")
         for name, c in result.coverage.items():
+            pool = (judged.get(name) or {}).get("pool")
             w(f"| {name} | {_fmt(c.get('judged_share'))} (k={c.get('k')}) | {_fmt(c.get('floor'))} "
               f"| {'yes' if c.get('below_floor') else 'no'} "
-              f"| {', '.join(c.get('unjudged_examples') or []) or '-'} |\n")
+              f"| {pool if pool is not None else '-'} |\n")
         sources = {c.get("floor_source") for c in result.coverage.values() if c.get("floor_source")}
         if sources:
             w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
+    if result.judging:
+        w(judging_markdown(result.judging, result.scores))
     noted = [(qid, q) for qid, q in result.queries.items() if _notes(q)]
     if noted:
         w("\n## Query notes\n\nIntent and persona of the golden queries, for whoever reads or "
@@ -306,6 +314,73 @@ def markdown_report(result: EvaluationResult) -> str:
 
 
 NOTED_QUERIES = 50
+
+
+def judging_markdown(judging: dict, scores: dict) -> str:
+    """The report's Judging section, from metrics.json's `judging` block."""
+    out = io.StringIO()
+    w = out.write
+    j = judging.get("judgments") or {}
+    pool = judging.get("pool") or {}
+    w("\n## Judging\n\n")
+    if j:
+        w(f"- effective grade: `{j.get('rule')}`: {j.get('rule_text')}\n")
+        judges = j.get("judges") or {}
+        w(f"- {j.get('rows', 0)} judgment row(s) on {j.get('pairs', 0)} pair(s) by "
+          f"{len(judges)} judge(s); {j.get('multiply_judged', 0)} pair(s) graded by two or more\n")
+    if pool:
+        w(f"- pool: {pool.get('size', 0)} unjudged pair(s) in the configurations' top "
+          f"{pool.get('k')}: list them with `{pool.get('command')}`\n")
+    stale = j.get("stale_by_judge") or {}
+    if j.get("judges"):
+        w("\n| judge | pairs | stale: removed | changed after judged | too old |\n"
+          "|---|---|---|---|---|\n")
+        for judge, pairs in j["judges"].items():
+            r = stale.get(judge) or {}
+            w(f"| {_cell(judge)} | {pairs} | {r.get('resource-removed', 0)} "
+              f"| {r.get('changed-after-judged', 0)} | {r.get('too-old', 0)} |\n")
+    configurations = judging.get("configurations") or {}
+    if configurations:
+        metrics = [m for m in next(iter(configurations.values())).get("bounds", {})]
+        w("\nHow far each mean could still move if every unjudged document in the top "
+          f"{pool.get('k')} were relevant (top grade) or not: [low, high].\n\n"
+          "| configuration | judged share | pool | agreement (alpha) | " + " | ".join(metrics)
+          + " |\n|---|---|---|---|" + "---|" * len(metrics) + "\n")
+        for name, c in configurations.items():
+            cells = []
+            for m in metrics:
+                lo, hi = (c.get("bounds") or {}).get(m, [None, None])
+                mean = scores[name].means.get(m) if name in scores else None
+                cells.append(f"{_fmt(mean)} [{_fmt(lo)}, {_fmt(hi)}]")
+            agree = c.get("agreement") or {}
+            agreed = f"{_fmt(agree.get('alpha'))} ({agree.get('items', 0)} pairs)" \
+                if agree.get("items") else "-"
+            w(f"| {name} | {_fmt(c.get('judged_share'))} | {c.get('pool')} | {agreed} | "
+              + " | ".join(cells) + " |\n")
+    a = judging.get("agreement") or {}
+    if a:
+        w("\n### Agreement between judges\n\n")
+        if not a.get("items"):
+            w("No pair is graded by two judges yet: agreement cannot be measured (assign a share "
+              "of the pool to two judges: `searcheval judgments pool --overlap 0.2`).\n")
+        else:
+            w(f"- Krippendorff's alpha (ordinal) over {a['items']} pair(s), judges "
+              f"{', '.join(a.get('judges') or [])}: **{_fmt(a.get('alpha'))}** (floor "
+              f"{_fmt(a.get('floor'))}{', below it' if a.get('below_floor') else ''})\n")
+            for k in a.get("kappa") or []:
+                w(f"- Cohen's weighted kappa (quadratic) {k['judges'][0]} / {k['judges'][1]}: "
+                  f"{_fmt(k.get('kappa'))} over {k['items']} pair(s)\n")
+            by_category = a.get("by_category") or {}
+            if by_category:
+                w("\n| category | pairs | alpha |\n|---|---|---|\n")
+                for category, c in by_category.items():
+                    w(f"| {category} | {c['items']} | {_fmt(c.get('alpha'))} |\n")
+            if a.get("disagreements"):
+                w("\nLargest disagreements:\n\n| query | document | grades |\n|---|---|---|\n")
+                for d in a["disagreements"]:
+                    grades = ", ".join(f"{_cell(k)}={v}" for k, v in d["grades"].items())
+                    w(f"| {d['query_id']} | {d['doc_id']} | {grades} |\n")
+    return out.getvalue()
 
 
 def conventions_lines(conventions: dict) -> list[str]:

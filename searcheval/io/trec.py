@@ -7,8 +7,13 @@ with the file and line. `load_qrels` also reads BEIR qrels (told apart by their 
 
 from __future__ import annotations
 
+import io
 import math
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
+
+import numpy as np
 
 from searcheval.defaults import MAX_GRADE
 from searcheval.errors import InputError
@@ -22,7 +27,7 @@ def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
     path = Path(path)
     text = read_text(path)
     qrels: Qrels = {}
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):  # a line ends only at "\n"
         if not line.strip():
             continue
         parts = line.split()
@@ -66,7 +71,7 @@ def load_trec_run(path: str | Path) -> Run:
     path = Path(path)
     text = read_text(path)
     run: Run = {}
-    for line_no, line in enumerate(text.splitlines(), start=1):
+    for line_no, line in enumerate(text.split("\n"), start=1):  # a line ends only at "\n"
         if not line.strip():
             continue
         parts = line.split()
@@ -88,3 +93,284 @@ def load_trec_run(path: str | Path) -> Run:
                              file=path, line=line_no, field="docid")
         docs[doc] = score
     return run
+
+
+# --------------------------------------------------------------------------- columnar readers
+# pyarrow's CSV reader on the plain shape nearly every tool writes (one space or one tab between
+# fields, lines ending at "\n", UTF-8 with or without a BOM, finite scores, grades in the scale).
+# Anything else -- a carriage return, two spaces, a bad field, a duplicate -- is not guessed at:
+# `Fallback` is raised and the caller reads the file with the exact loaders above, which refuse
+# bad input naming the file and line (io/files.py's rules).
+
+RUN_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
+QRELS_COLUMNS = ("qid", "iteration", "doc", "grade")
+CHUNK_ROWS = 50_000  # run rows held at once by the streaming reader
+
+
+class Fallback(Exception):
+    """The file is not in the plain shape the columnar reader takes: use the exact loader."""
+
+
+def _plain_shape(path: Path) -> str:
+    """The delimiter of a plain file (" " or "\t", from its first line), or Fallback."""
+    try:
+        with open(path, "rb", buffering=0) as fh:
+            first = fh.read(1 << 16)
+    except OSError:
+        raise Fallback("unreadable") from None
+    if not first:
+        raise Fallback("empty")
+    first = first.split(b"\n", 1)[0]
+    if b"\t" in first and b" " not in first:
+        return "\t"
+    return " "
+
+
+class _Checked(io.RawIOBase):
+    """The file as pyarrow reads it, watched for a carriage return on the way (a line ends only
+    at "\n"; pyarrow would also end one at "\r"), so the file is read once."""
+
+    def __init__(self, path: Path):
+        self._fh = open(path, "rb", buffering=0)
+        self.carriage_return = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer) -> int:
+        n = self._fh.readinto(buffer)
+        if n and not self.carriage_return and b"\r" in memoryview(buffer)[:n].tobytes():
+            self.carriage_return = True
+        return n
+
+    def close(self) -> None:
+        self._fh.close()
+        super().close()
+
+    def check(self) -> None:
+        if self.carriage_return:
+            raise Fallback("carriage return")
+
+
+def _arrow():
+    """pyarrow, on the system allocator: jemalloc's caches would double the reader's peak memory."""
+    import pyarrow as pa
+
+    global _ARROW_READY
+    if not _ARROW_READY:
+        pa.set_memory_pool(pa.system_memory_pool())
+        _ARROW_READY = True
+    return pa
+
+
+_ARROW_READY = False
+
+
+def compute(name: str, *args, options=None):
+    """A pyarrow compute function by name, through pyarrow._compute: importing pyarrow.compute
+    (which builds a Python wrapper for every function) costs a tenth of a second at each start."""
+    from pyarrow import _compute
+
+    _arrow()
+    return _compute.call_function(name, list(args), options)
+
+
+def index_in(values, value_set):
+    from pyarrow import _compute
+
+    return compute("index_in", values, options=_compute.SetLookupOptions(value_set=value_set))
+
+
+def cast(values, to):
+    from pyarrow import _compute
+
+    return compute("cast", values, options=_compute.CastOptions.safe(to))
+
+
+def from_numpy(values: np.ndarray):
+    """An int64 numpy array as a pyarrow array, without pyarrow's pandas check."""
+    pa = _arrow()
+    values = np.ascontiguousarray(values, dtype=np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(values), [None, pa.py_buffer(values)])
+
+
+def to_numpy(array) -> np.ndarray:
+    """A pyarrow array (or chunked array) of numbers without nulls as numpy, through its buffer:
+    pyarrow's own to_numpy imports pandas (tens of MB) on first use."""
+    pa = _arrow()
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if pa.types.is_boolean(array.type):
+        bits = np.frombuffer(array.buffers()[1], dtype=np.uint8)
+        return np.unpackbits(bits, bitorder="little")[array.offset:array.offset + len(array)]
+    dtype = np.dtype({"double": "float64", "float": "float32"}.get(str(array.type),
+                                                                    str(array.type)))
+    return np.frombuffer(array.buffers()[1], dtype=dtype, count=len(array),
+                         offset=array.offset * dtype.itemsize)
+
+
+def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: int | None = None):
+    import pyarrow.csv as pa_csv
+
+    _arrow()
+
+    delimiter = _plain_shape(path)
+    read = pa_csv.ReadOptions(column_names=list(names), use_threads=False,
+                              **({"block_size": block_size} if block_size else {}))
+    parse = pa_csv.ParseOptions(delimiter=delimiter, quote_char=False, double_quote=False,
+                                escape_char=False, ignore_empty_lines=True)
+    convert = pa_csv.ConvertOptions(include_columns=list(types), column_types=types,
+                                    strings_can_be_null=False, quoted_strings_can_be_null=False,
+                                    null_values=[])
+    return read, parse, convert
+
+
+@dataclass
+class QrelsColumns:
+    """Judgments as arrays, grouped by query: query `qids[q[i]]`, document `docs[d[i]]`."""
+
+    qids: list[str]
+    docs: "object"  # pyarrow StringArray of the judged document ids
+    qid_values: "object"  # pyarrow StringArray of `qids`
+    q: np.ndarray  # int32, non-decreasing
+    d: np.ndarray  # int32
+    grade: np.ndarray  # int64
+    starts: np.ndarray  # int64 (Q + 1,): rows of query j are starts[j]:starts[j + 1]
+
+
+def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> QrelsColumns:
+    """TREC qrels read by pyarrow, or Fallback (BEIR qrels, odd shapes, bad or duplicate rows)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    path = Path(path)
+    types = {"qid": pa.string(), "doc": pa.string(), "grade": pa.int64()}
+    options = _csv_options(path, QRELS_COLUMNS, types)
+    source = _Checked(path)
+    try:
+        table = pa_csv.read_csv(source, *options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        raise Fallback("not plain TREC qrels") from None
+    finally:
+        source.close()
+    source.check()
+    if table.num_rows == 0:
+        raise Fallback("no rows")
+    grade = to_numpy(table.column("grade"))
+    if grade.min() < 0 or grade.max() > max_grade:
+        raise Fallback("grade outside the scale")
+    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
+    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
+    q = to_numpy(qe.indices).astype(np.int32)
+    d = to_numpy(de.indices).astype(np.int32)
+    del table
+    order = np.argsort(q, kind="stable")
+    q, d, grade = q[order], d[order], grade[order]
+    if _has_duplicates(q.astype(np.int64) * len(de.dictionary) + d):
+        raise Fallback("duplicate judgment")
+    starts = np.searchsorted(q, np.arange(len(qe.dictionary) + 1)).astype(np.int64)
+    return QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary,
+                        qid_values=qe.dictionary, q=q, d=d,
+                        grade=grade, starts=starts)
+
+
+@dataclass
+class RunChunk:
+    """Complete queries of a run, in file order: query `qids[q[i]]`, document `docs[d[i]]`."""
+
+    qids: list[str]
+    docs: "object"  # pyarrow StringArray
+    q: np.ndarray  # int32
+    d: np.ndarray  # int32
+    score: np.ndarray  # float64
+    qid_values: "object" = None  # pyarrow StringArray of `qids`
+
+
+def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[RunChunk]:
+    """A TREC run streamed by pyarrow in chunks of whole queries (about `rows` rows each), so memory
+    stays bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
+    are not together (the exact loader takes any order)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    path = Path(path)
+    types = {"qid": pa.string(), "doc": pa.string(), "score": pa.float64()}
+    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)
+    source = _Checked(path)
+    try:
+        reader = pa_csv.open_csv(source, *options)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):
+        source.close()
+        raise Fallback("not a plain TREC run") from None
+    try:
+        yield from _chunks(reader, source, rows)
+    finally:
+        source.close()
+
+
+def _chunks(reader, source: _Checked, rows: int) -> Iterator[RunChunk]:
+    pa = _arrow()
+    seen: set[str] = set()
+    pending: list = []
+    held = 0
+    done = False
+    while not done:
+        try:
+            batch = reader.read_next_batch()
+            pending.append(batch)
+            held += batch.num_rows
+        except StopIteration:
+            done = True
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise Fallback("not a plain TREC run") from None
+        source.check()
+        if held < rows and not done:
+            continue
+        if not held:
+            break
+        table = pa.Table.from_batches(pending)
+        qcol = table.column("qid")
+        if done:
+            cut = table.num_rows
+        else:  # keep the last query's rows for the next chunk: it may go on there
+            last = qcol[-1]
+            tail_rows = pending[-1].num_rows  # the last query's rows are, mostly, in the last batch
+            same = to_numpy(compute("equal", qcol.slice(table.num_rows - tail_rows),
+                                    last)).astype(bool)
+            if same.all():
+                same = to_numpy(compute("equal", qcol, last)).astype(bool)
+                tail_rows = table.num_rows
+            cut = int(np.flatnonzero(~same)[-1]) + 1 + (table.num_rows - tail_rows) \
+                if (~same).any() else 0
+        if cut == 0:  # one query fills the chunk: read on
+            continue
+        head, tail = table.slice(0, cut), table.slice(cut)
+        pending, held = tail.to_batches(), tail.num_rows
+        yield _run_chunk(head, seen)
+    if held:
+        yield _run_chunk(pa.Table.from_batches(pending), seen)
+
+
+def _run_chunk(table, seen: set[str]) -> RunChunk:
+
+    score = to_numpy(table.column("score"))
+    if not np.isfinite(score).all():
+        raise Fallback("a score is not finite")
+    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
+    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
+    q = to_numpy(qe.indices).astype(np.int32)
+    d = to_numpy(de.indices).astype(np.int32)
+    qids = qe.dictionary.to_pylist()
+    groups = 1 + int(np.count_nonzero(q[1:] != q[:-1])) if q.size else 0
+    if groups != len(qids) or not seen.isdisjoint(qids):
+        raise Fallback("the lines of a query are not together")
+    seen.update(qids)
+    if _has_duplicates(q.astype(np.int64) * max(len(de.dictionary), 1) + d):
+        raise Fallback("duplicate document")
+    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score,
+                    qid_values=qe.dictionary)
+
+
+def _has_duplicates(keys: np.ndarray) -> bool:
+    keys = np.sort(keys)
+    return bool(np.any(keys[1:] == keys[:-1]))

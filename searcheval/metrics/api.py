@@ -15,7 +15,7 @@ import numpy as np
 
 from searcheval.defaults import SCORE_METRICS
 from searcheval.errors import InputError
-from searcheval.io.frames import as_qrels, as_run
+from searcheval.io.frames import _is_dataframe, as_qrels, as_run
 from searcheval.metrics.engine import Evaluation, Settings, parse_metrics
 from searcheval.metrics.engine import evaluate as engine_evaluate
 from searcheval.metrics.stats import sign_flip_pvalues
@@ -44,15 +44,39 @@ def _columns(given: Mapping[str, str] | None, value: str) -> dict[str, str]:
 
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,
              run_columns: Mapping[str, str] | None = None,
-             qrels_columns: Mapping[str, str] | None = None, **conventions: Any) -> Evaluation:
-    """Score `run` against `qrels`: `.means`, `.per_query()`, `.to_dataframe()`.
+             qrels_columns: Mapping[str, str] | None = None, complete: bool | None = None,
+             **conventions: Any) -> Evaluation:
+    """Score `run` against `qrels`: `.means`, `.per_query()`, `.to_dataframe()`, `.counts`.
+
+    Metric names may be searcheval's, ir_measures' or trec_eval's (`searcheval.metrics.names`).
+    `complete`: False averages the judged queries of the run (trec_eval), True every judged query
+    with a missing one as 0 (trec_eval -c); None, the default, every judged query with a missing
+    one as an empty ranking (or, with trec_compat, as False).
 
     A DataFrame's columns are `query_id`, `doc_id`, `score` (a run) or `grade` (qrels) unless
     named otherwise, e.g. `run_columns={"query_id": "qid", "doc_id": "docno"}`.
     """
-    return engine_evaluate(as_qrels(qrels, **_columns(qrels_columns, "grade")),
-                           as_run(run, **_columns(run_columns, "score")), parse_metrics(metrics),
-                           _settings(conventions))
+    specs, settings = parse_metrics(metrics), _settings(conventions)
+    qrels_roles, run_roles = _columns(qrels_columns, "grade"), _columns(run_columns, "score")
+    if _is_dataframe(qrels) and _is_dataframe(run):
+        # the columnar path; anything it does not take goes the dict way, which refuses bad input
+        from searcheval.io.trec import Fallback
+        from searcheval.metrics.columnar import evaluate_frames
+
+        try:
+            return evaluate_frames(
+                qrels, run, specs, settings,
+                complete=(False if settings.trec_compat else None) if complete is None else complete,
+                qrels_columns=(qrels_roles.get("query_column", "query_id"),
+                               qrels_roles.get("doc_column", "doc_id"),
+                               qrels_roles.get("grade_column", "grade")),
+                run_columns=(run_roles.get("query_column", "query_id"),
+                             run_roles.get("doc_column", "doc_id"),
+                             run_roles.get("score_column", "score")))
+        except Fallback:
+            pass
+    return engine_evaluate(as_qrels(qrels, **qrels_roles), as_run(run, **run_roles), specs,
+                           settings, complete=complete)
 
 
 @dataclass

@@ -1,4 +1,5 @@
-"""The metric engine: nDCG@k, MRR(@k), Recall@k, Precision@k, MAP(@k), judged@k, abstention.
+"""The metric engine: nDCG@k, MRR(@k), Recall@k, Precision@k, MAP(@k), judged@k, R-precision,
+Success@k, bpref, ERR@k, RBP and its residual, abstention. Names: `searcheval.metrics.names`.
 
 Conventions (DESIGN.md, "Metric conventions"):
 
@@ -13,14 +14,27 @@ Conventions (DESIGN.md, "Metric conventions"):
   counts only relevant documents in the top k (trec_eval's map_cut).
 - judged@k: share of the top min(k, returned) results that carry any judgment (grade 0 included);
   an empty ranking has nothing unjudged and scores 1.
+- R-precision: relevant in the top R / R, where R is the number of relevant judged (0 if R = 0).
+- Success@k: 1 if any relevant document is in the top k, else 0.
+- bpref (trec_eval's): (1/R) sum over the relevant retrieved documents r of
+  1 - min(n_r, R) / min(N, R), where n_r counts the judged nonrelevant documents (grade <
+  relevance_level) ranked above r and N all judged nonrelevant; unjudged documents are skipped.
+- ERR@k (Chapelle et al., as gdeval and ir_measures): sum_{i<=k} R_i / i * prod_{j<i} (1 - R_j),
+  R = (2^g - 1) / 2^4 (gdeval's fixed top grade 4); unjudged documents have R = 0.
+- RBP (Moffat and Zobel, binary at relevance_level): (1 - p) sum_i rel_i p^(i-1), p = 0.8 unless
+  named (`rbp(p=0.5)`). rbp_residual: what RBP could still gain if every unjudged document in the
+  ranking and every document after its end were relevant: (1 - p) sum_{i unjudged} p^(i-1) + p^n
+  for a ranking of n, i.e. 1 - (1 - p) sum_{i judged} p^(i-1).
 - abstention: only for queries with no relevant judgment: 1 if nothing was returned, else 0; the
   other queries are left out of its mean.
 - A query with no relevant judgment gets nDCG and Recall by policy: `one` (the seed methodology's
-  "nothing to get wrong", default), `zero` (trec_eval), or `skip` (left out of the mean). MRR, P and
-  MAP are 0 for it.
-- Which queries: every query in the judgments (a query missing from the run is an empty ranking). With
-  `trec_compat`, as trec_eval without -c: queries both judged and in the run, linear gain, policy
-  `zero`; every per-query number then equals pytrec_eval's.
+  "nothing to get wrong", default), `zero` (trec_eval), or `skip` (left out of the mean). MRR, P,
+  MAP, R-precision, Success, bpref, ERR and RBP are 0 for it.
+- Which queries (`complete`): False, as trec_eval: the queries both judged and in the run; True, as
+  trec_eval -c: every judged query, a query missing from the run scoring 0 on every metric; None
+  (the library's default, kept for the nightly): every judged query, a missing one an empty
+  ranking, or with `trec_compat` the queries both judged and in the run. With `trec_compat` (linear
+  gain, policy `zero`) every per-query number equals pytrec_eval's.
 
 Evaluation is vectorized: the run becomes a padded score matrix (queries x depth) and the judgments a
 padded matrix (queries x judged docs); the rank of every judged document is counted with numpy in
@@ -31,61 +45,22 @@ document shares its score with another document fall back to Python for the tie-
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from itertools import chain, repeat
 from typing import Iterable, Literal, Mapping, Sequence
 
 import numpy as np
 
-from searcheval.defaults import GAIN, NO_RELEVANT, RELEVANCE_LEVEL, SCORE_METRICS
+from searcheval.defaults import (ERR_MAX_GRADE, GAIN, NO_RELEVANT, RBP_PERSISTENCE,
+                                 RELEVANCE_LEVEL, SCORE_METRICS)
 from searcheval.errors import InputError
+from searcheval.metrics.names import Metric, parse_metric, parse_metrics
 
 Gain = Literal["exponential", "linear"]
 Policy = Literal["one", "zero", "skip"]
 
-KINDS_WITH_K = ("ndcg", "recall", "precision", "judged")  # k is required
-KINDS_OPTIONAL_K = ("mrr", "map")
-KINDS_NO_K = ("abstention",)
-_NAME = re.compile(r"^(?P<kind>[a-z]+)(?:@(?P<k>\d+))?$")
-
-
-@dataclass(frozen=True)
-class Metric:
-    kind: str
-    k: int | None = None
-
-    @property
-    def name(self) -> str:
-        return self.kind if self.k is None else f"{self.kind}@{self.k}"
-
-
-def parse_metric(name: str) -> Metric:
-    """`ndcg@10`, `mrr`, `mrr@10`, `recall@20`, `precision@10`, `map`, `map@100`, `judged@10`,
-    `abstention`."""
-    match = _NAME.match(name.strip().lower())
-    kinds = KINDS_WITH_K + KINDS_OPTIONAL_K + KINDS_NO_K
-    expected = ("expected one of ndcg@K, mrr, mrr@K, recall@K, precision@K, map, map@K, judged@K, "
-                "abstention")
-    if not match or match["kind"] not in kinds:
-        raise InputError(f"unknown metric {name!r}; {expected}", field="metrics")
-    kind, k = match["kind"], match["k"]
-    if kind in KINDS_WITH_K and k is None:
-        raise InputError(f"metric {name!r} needs a cutoff, e.g. {kind}@10", field="metrics")
-    if kind in KINDS_NO_K and k is not None:
-        raise InputError(f"metric {name!r} takes no cutoff", field="metrics")
-    if k is not None and int(k) < 1:
-        raise InputError(f"metric {name!r}: the cutoff must be >= 1", field="metrics")
-    return Metric(kind, int(k) if k is not None else None)
-
-
-def parse_metrics(names: str | Iterable[str]) -> list[Metric]:
-    if isinstance(names, str):
-        names = [n for n in names.split(",") if n.strip()]
-    metrics = [parse_metric(n) for n in names]
-    if not metrics:
-        raise InputError("no metric named", field="metrics")
-    return list(dict.fromkeys(metrics))
+# the name table (searcheval's, ir_measures' and trec_eval's names) lives in metrics/names.py
+__all__ = ["Metric", "parse_metric", "parse_metrics", "Settings", "Evaluation", "evaluate"]
 
 
 @dataclass(frozen=True)
@@ -119,6 +94,8 @@ class Evaluation:
 
     query_ids: list[str]
     values: dict[str, np.ndarray]
+    missed: int = 0  # judged queries the run did not answer (left out unless complete)
+    unjudged: int = 0  # queries of the run without any judgment (never averaged)
 
     @property
     def means(self) -> dict[str, float | None]:
@@ -137,7 +114,15 @@ class Evaluation:
 
     def to_dict(self) -> dict:
         """The `searcheval score --format json` shape."""
-        return {"queries": len(self.query_ids), "means": self.means, "per_query": self.per_query()}
+        return {"queries": len(self.query_ids), "counts": self.counts, "means": self.means,
+                "per_query": self.per_query()}
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """How many queries were averaged, how many judged queries the run missed, how many run
+        queries had no judgments."""
+        return {"averaged": len(self.query_ids), "judged_missing_from_run": self.missed,
+                "run_not_judged": self.unjudged}
 
     def to_dataframe(self):
         """A pandas DataFrame: one row per query (index `query_id`), one column per metric; NaN
@@ -159,22 +144,34 @@ def evaluate(
     settings: Settings = Settings(),
     *,
     query_ids: Sequence[str] | None = None,
+    complete: bool | None = None,
 ) -> Evaluation:
-    """Score `run` against `qrels` for every query (see the module docstring for which)."""
-    specs = [m if isinstance(m, Metric) else parse_metric(m) for m in
-             (parse_metrics(metrics) if isinstance(metrics, str) else metrics)]
+    """Score `run` against `qrels` on `query_ids`, or on the queries `complete` chooses (see the
+    module docstring)."""
+    specs = parse_metrics(metrics) if isinstance(metrics, str) else \
+        [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
+    missed = sum(1 for q in qrels if q not in run)
+    unjudged = sum(1 for q in run if q not in qrels)
     if query_ids is None:
-        if settings.trec_compat:
-            query_ids = [q for q in qrels if q in run]
-        else:
+        if complete or (complete is None and not settings.trec_compat):
             query_ids = list(qrels)
+        else:
+            query_ids = [q for q in qrels if q in run]
     qids = list(query_ids)
     ranked = _Ranked.build(qids, qrels, run)
-    gain = settings.effective_gain
-    policy = settings.effective_policy
-    level = settings.relevance_level
-    values = {spec.name: _compute(spec, ranked, gain, policy, level) for spec in specs}
-    return Evaluation(query_ids=qids, values=values)
+    values = compute(specs, ranked, settings)
+    if complete:
+        absent = np.fromiter((q not in run for q in qids), dtype=bool, count=len(qids))
+        for arr in values.values():
+            arr[absent & ~np.isnan(arr)] = 0.0
+    return Evaluation(query_ids=qids, values=values, missed=missed, unjudged=unjudged)
+
+
+def compute(specs: Sequence[Metric], ranked: "_Ranked", settings: Settings) -> dict[str, np.ndarray]:
+    """Every metric of `specs` over the queries of `ranked`."""
+    gain, policy, level = settings.effective_gain, settings.effective_policy, \
+        settings.relevance_level
+    return {spec.name: _compute(spec, ranked, gain, policy, level) for spec in specs}
 
 
 @dataclass
@@ -294,7 +291,54 @@ def _compute(spec: Metric, r: _Ranked, gain: Gain, policy: Policy, level: int) -
         return np.divide(judged_top, shown, out=np.ones(len(shown)), where=shown > 0)
     if spec.kind == "abstention":
         return np.where(no_rel, (r.returned == 0).astype(np.float64), np.nan)
+    if spec.kind == "rprec":
+        found = (relevant & (r.ranks < num_rel[:, None])).sum(axis=1)
+        return np.divide(found, num_rel, out=np.zeros(len(found)), where=~no_rel)
+    if spec.kind == "success":
+        return (relevant & in_k).any(axis=1).astype(np.float64)
+    if spec.kind == "bpref":
+        return _bpref(r, relevant, num_rel)
+    if spec.kind == "err":
+        return _err(r, k)
+    if spec.kind in ("rbp", "rbp_residual"):
+        p = spec.p if spec.p is not None else RBP_PERSISTENCE
+        weight = np.where(np.isfinite(r.ranks), (1.0 - p) * np.power(p, np.where(
+            np.isfinite(r.ranks), r.ranks, 0.0)), 0.0)
+        if spec.kind == "rbp":
+            return np.where(relevant, weight, 0.0).sum(axis=1)
+        return 1.0 - np.where(r.judged, weight, 0.0).sum(axis=1)
     raise InputError(f"unknown metric {spec.name!r}", field="metrics")  # parse_metric prevents this
+
+
+def _in_rank_order(r: _Ranked) -> tuple[np.ndarray, np.ndarray]:
+    """Column order of each row by rank (retrieved judged documents first, best first)."""
+    order = np.argsort(r.ranks, axis=1, kind="stable")
+    return order, np.take_along_axis(r.ranks, order, axis=1)
+
+
+def _bpref(r: _Ranked, relevant: np.ndarray, num_rel: np.ndarray) -> np.ndarray:
+    nonrel = r.judged & ~relevant
+    num_nonrel = nonrel.sum(axis=1)
+    order, ranks = _in_rank_order(r)
+    retrieved = np.isfinite(ranks)
+    rel = np.take_along_axis(relevant, order, axis=1) & retrieved
+    non = np.take_along_axis(nonrel, order, axis=1) & retrieved
+    above = np.cumsum(non, axis=1) - non  # judged nonrelevant ranked above each column
+    cap = np.minimum(num_nonrel, num_rel)[:, None].astype(np.float64)
+    share = np.divide(np.minimum(above, num_rel[:, None]), cap, out=np.zeros(above.shape),
+                      where=cap > 0)
+    total = np.where(rel, 1.0 - np.where(above > 0, share, 0.0), 0.0).sum(axis=1)
+    return np.divide(total, num_rel, out=np.zeros(len(total)), where=num_rel > 0)
+
+
+def _err(r: _Ranked, k: int) -> np.ndarray:
+    order, ranks = _in_rank_order(r)
+    grades = np.take_along_axis(np.where(r.judged, r.grades, 0), order, axis=1)
+    stop = np.where(ranks < k, (np.exp2(np.clip(grades, 0, ERR_MAX_GRADE)) - 1.0) / 2.0 ** ERR_MAX_GRADE, 0.0)
+    # reach[i] = prod_{j<i} (1 - stop_j): the chance the user gets to the i-th judged document
+    reach = np.concatenate([np.ones((stop.shape[0], 1)), np.cumprod(1.0 - stop, axis=1)[:, :-1]],
+                           axis=1)
+    return (stop * reach / np.where(np.isfinite(ranks), ranks + 1.0, 1.0)).sum(axis=1)
 
 
 def _apply_policy(value: np.ndarray, undefined: np.ndarray, policy: Policy) -> np.ndarray:

@@ -314,3 +314,152 @@ ORDER BY configuration, segment, metric
 # read-only transaction, so it can never change the database.
 
 SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
+
+# =========================================================================== judgments (issue 13)
+# Judgments with provenance, and pools of unjudged results (migrations/005_judgments.sql).
+
+JUDGMENT_COLUMNS = ("catalog", "query_id", "doc_id", "grade", "judge", "judged_at", "source",
+                    "guideline", "note", "content_hash", "origin")
+
+#: One judgment; an identical one (same judge, grade, source and time) is not added twice.
+INSERT_JUDGMENT = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, guideline,
+                       note, content_hash, origin)
+VALUES (%(catalog)s, %(query_id)s, %(doc_id)s, %(grade)s, %(judge)s, %(judged_at)s, %(source)s,
+        %(guideline)s, %(note)s, %(content_hash)s, %(origin)s)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+#: (judgments lock class, hashtext(catalog)): two seedings of one catalog wait for each other.
+JUDGMENTS_LOCK_CLASS = 0x4A44
+
+JUDGMENTS_LOCK = "SELECT pg_advisory_xact_lock(%(lock_class)s, hashtext(%(catalog)s))"
+
+CREATE_JUDGMENTS_STAGING = """
+CREATE TEMP TABLE judgments_staging (
+    query_id text, doc_id text, grade integer, judge text, judged_at timestamptz, origin text
+) ON COMMIT DROP
+"""
+
+COPY_JUDGMENTS_STAGING = """
+COPY judgments_staging (query_id, doc_id, grade, judge, judged_at, origin) FROM STDIN
+"""
+
+#: The file's rows as seed rows: new ones added, retracted ones that are back un-retracted.
+UPSERT_SEED_JUDGMENTS = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, origin, seed)
+SELECT DISTINCT ON (query_id, doc_id, judge, grade, coalesce(judged_at, '-infinity'::timestamptz))
+       %(catalog)s, query_id, doc_id, grade, judge, judged_at, 'import', origin, true
+FROM judgments_staging
+ON CONFLICT (catalog, query_id, doc_id, judge, grade, source, seed,
+             coalesce(judged_at, '-infinity'::timestamptz))
+DO UPDATE SET retracted_at = NULL
+WHERE judgments.retracted_at IS NOT NULL
+"""
+
+#: Seed rows of the catalog that the file no longer holds are retracted (kept, never counted).
+RETRACT_STALE_SEED_JUDGMENTS = """
+UPDATE judgments j SET retracted_at = now()
+WHERE j.catalog = %(catalog)s AND j.seed AND j.retracted_at IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM judgments_staging s
+      WHERE s.query_id = j.query_id AND s.doc_id = j.doc_id AND s.judge = j.judge
+        AND s.grade = j.grade
+        AND coalesce(s.judged_at, '-infinity'::timestamptz)
+            = coalesce(j.judged_at, '-infinity'::timestamptz))
+"""
+
+#: Every row of a catalog, oldest first (the order the effective-grade rule reads them in).
+SELECT_JUDGMENTS = """
+SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
+       content_hash, origin, seed, retracted_at, recorded_at
+FROM judgments
+WHERE catalog = %(catalog)s AND (retracted_at IS NULL OR %(all)s) AND (NOT seed OR %(seed)s)
+ORDER BY query_id, doc_id, judge, judged_at NULLS FIRST, id
+"""
+
+#: One judge's live rows of a catalog (the rating page's progress and current grades).
+SELECT_JUDGE_JUDGMENTS = """
+SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
+       content_hash, origin, seed, retracted_at, recorded_at
+FROM judgments
+WHERE catalog = %(catalog)s AND judge = %(judge)s AND retracted_at IS NULL
+ORDER BY query_id, doc_id, judged_at NULLS FIRST, id
+"""
+
+COUNT_JUDGMENTS = """
+SELECT count(*) FROM judgments WHERE catalog = %(catalog)s AND retracted_at IS NULL
+"""
+
+#: Serialises the writes of one (catalog, query, document, judge): two tabs of the rating page
+#: grading the same pair wait for each other, then the second sees the first's row.
+JUDGMENT_PAIR_LOCK = """
+SELECT pg_advisory_xact_lock(hashtext(%(catalog)s || chr(31) || %(query_id)s || chr(31)
+                                      || %(doc_id)s || chr(31) || %(judge)s))
+"""
+
+#: The latest row of one judge on one pair (None when the judge never graded it).
+SELECT_LATEST_JUDGMENT = """
+SELECT id, grade, judged_at, source
+FROM judgments
+WHERE catalog = %(catalog)s AND query_id = %(query_id)s AND doc_id = %(doc_id)s
+  AND judge = %(judge)s AND retracted_at IS NULL
+ORDER BY judged_at DESC NULLS LAST, id DESC
+LIMIT 1
+"""
+
+#: The latest row a judge made on the rating page (the one undo takes back).
+SELECT_LAST_HUMAN_JUDGMENT = """
+SELECT id, query_id, doc_id, grade, judged_at
+FROM judgments
+WHERE catalog = %(catalog)s AND judge = %(judge)s AND source = 'human'
+  AND retracted_at IS NULL AND recorded_at >= %(since)s
+ORDER BY recorded_at DESC, id DESC
+LIMIT 1
+"""
+
+#: Undo: the row is kept, marked taken back, and no longer counts.
+RETRACT_JUDGMENT = """
+UPDATE judgments SET retracted_at = now()
+WHERE id = %(id)s AND judge = %(judge)s AND retracted_at IS NULL
+"""
+
+INSERT_POOL = """
+INSERT INTO judgment_pools (pool_id, catalog, run_id, depth, configurations, overlap, judges)
+VALUES (%(pool_id)s, %(catalog)s, %(run_id)s, %(depth)s, %(configurations)s, %(overlap)s,
+        %(judges)s)
+"""
+
+INSERT_POOL_ITEM = """
+INSERT INTO judgment_pool_items (pool_id, position, query_id, doc_id, best_rank, configurations,
+                                 judges_needed, assigned)
+VALUES (%(pool_id)s, %(position)s, %(query_id)s, %(doc_id)s, %(best_rank)s, %(configurations)s,
+        %(judges_needed)s, %(assigned)s)
+"""
+
+SELECT_LATEST_POOL = """
+SELECT pool_id, catalog, run_id, depth, configurations, overlap, judges, created_at
+FROM judgment_pools
+ORDER BY created_at DESC, pool_id DESC
+LIMIT 1
+"""
+
+SELECT_POOL = """
+SELECT pool_id, catalog, run_id, depth, configurations, overlap, judges, created_at
+FROM judgment_pools
+WHERE pool_id = %(pool_id)s
+"""
+
+SELECT_POOL_ITEMS = """
+SELECT position, query_id, doc_id, best_rank, configurations, judges_needed, assigned
+FROM judgment_pool_items
+WHERE pool_id = %(pool_id)s
+ORDER BY position
+"""
+
+SELECT_RUN = """
+SELECT run_id, started_at, source, summary
+FROM eval_runs
+WHERE run_id = %(run_id)s
+"""

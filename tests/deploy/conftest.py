@@ -1,5 +1,5 @@
 """Deployment tests: a real Prefect server on loopback (subprocess, private PREFECT_HOME), worker
-and serve subprocesses, and a loopback webhook receiver (the browser is the session's Playwright
+and serve subprocesses, and a loopback webhook receiver (the browser is the shared Playwright
 `browser`). Every process started here is stopped when its fixture ends, even on failure.
 """
 

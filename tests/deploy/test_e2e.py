@@ -1,7 +1,7 @@
 """End to end on a real Prefect server: `prefect deploy` of deploy/prefect.yaml, a process worker,
 a manual ranking-change run on the embedded Postgres (`prefect deployment run --watch`, which
 prints the verdict), a tripped run started by `searcheval run --deployment`, their artifacts read
-back through the API and seen in the Prefect UI in headless Chromium (Playwright, the session's
+back through the API and seen in the Prefect UI in headless Chromium (Playwright, the shared
 `browser`), the automations firing into a loopback webhook, and `searcheval serve` registering
 the same deployments.
 

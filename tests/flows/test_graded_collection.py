@@ -95,8 +95,10 @@ def test_the_run_completes_with_the_datasets_conventions(graded_run, subset):
     report = (out / "report.md").read_text(encoding="utf-8")
     assert f"- relevant for MRR, Precision, Recall, MAP: grade >= 2 ({setting})" in report
     assert "- note: test.tsv has no header line" in report
-    # the settings file is part of the dataset's fingerprint
-    assert set(metrics["input_hashes"]) == {"corpus", "queries", "qrels", "settings"}
+    # the settings file is part of the dataset's fingerprint, and so are the effective judgments
+    # read from Postgres (a stored re-judgment changes what the run scored with)
+    assert set(metrics["input_hashes"]) == {"corpus", "queries", "qrels", "settings",
+                                            "judgments_effective"}
     # 60 judged passages + 3 unjudged ones + 4 queries reached the model
     assert metrics["embeddings"]["embedded"] == 63 + 4
 

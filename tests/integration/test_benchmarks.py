@@ -199,3 +199,33 @@ def test_cli_benchmarks(scifact_slice, searched, database_url, capsys):
     assert main(["benchmark", "search", "--dataset", str(scifact_slice), "--k", "0",
                  "--database-url", url]) == 2
     assert "expected a whole k >= 1" in capsys.readouterr().err
+
+
+def test_score_benchmark_runs_every_tool_on_the_same_files_and_they_agree(tmp_path, capsys):
+    """`benchmark score` small: trec_eval built from ../shared/tools, pytrec_eval and ranx as
+    whole processes beside `searcheval score`, then in-process; the numbers must agree."""
+    from searcheval.bench import score
+
+    lines: list[str] = []
+    figures = score.benchmark_score(queries=60, depth=30, judged=8, repeat=1,
+                                    trec_eval_source=ROOT.parent / "shared" / "tools" / "trec_eval",
+                                    directory=tmp_path, out=lines.append)
+    tools = ["searcheval", "trec_eval", "pytrec_eval", "ranx"]
+    assert list(figures["seconds"]) == tools
+    assert all(figures["seconds"][t] > 0 and figures["peak_bytes"][t] > 0 for t in tools)
+    assert figures["agree"] is True
+    assert figures["agreement"]["pytrec_eval"] <= 1e-9 and figures["agreement"]["ranx"] <= 1e-4
+    assert figures["agreement"]["trec_eval"] <= 5e-5  # trec_eval prints 4 decimals
+    assert figures["in_process_agreement"] <= 1e-9
+    assert lines[2].split()[:2] == ["tool", "seconds"]
+    assert [line.split()[0] for line in lines[3:7]] == tools
+    # the generated files are what the run says: 60 queries x 30 results, 8 judged each
+    assert len((tmp_path / "run.trec").read_text().splitlines()) == 60 * 30
+    assert len((tmp_path / "qrels.trec").read_text().splitlines()) == 60 * 8
+    ratio = figures["seconds"]["trec_eval"] / figures["seconds"]["searcheval"]
+    assert figures["speedup_vs_trec_eval"] == pytest.approx(ratio)
+
+
+def test_score_benchmark_refuses_bad_counts(capsys):
+    assert main(["benchmark", "score", "--queries", "0"]) == 2
+    assert "--queries" in capsys.readouterr().err

@@ -110,6 +110,7 @@ def test_baseline_round_trip_and_diff(tmp_path):
     ('{"metrics": {}}', "field 'configuration': missing"),
     ('{"configuration": "fused", "metrics": {"ndcg@10": "high"}}', "field 'metrics.ndcg@10': expected a number"),
     ('{"configuration": "fused", "metrics": {"bogus": 1}}', "field 'metrics.bogus': unknown metric"),
+    ('{"configuration": "fused", "metrics": {"mrr": 1, "RR": 1}}', "field 'metrics.RR': names the metric mrr twice"),
     ('{"configuration": "fused", "metrics": {}, "tolerance": -1}', "field 'tolerance': expected a tolerance >= 0"),
 ])
 def test_bad_baseline_files(tmp_path, content, message):
@@ -117,6 +118,12 @@ def test_bad_baseline_files(tmp_path, content, message):
     path.write_text(content)
     with pytest.raises(InputError, match=message):
         load_baseline(path)
+
+
+def test_baseline_metric_names_in_any_spelling_are_kept_under_searchevals(tmp_path):
+    path = tmp_path / "baseline.json"
+    path.write_text('{"configuration": "fused", "metrics": {"nDCG@10": 0.5, "recip_rank": 0.25}}')
+    assert load_baseline(path).metrics == {"ndcg@10": 0.5, "mrr": 0.25}
 
 
 def test_gate_refuses_a_baseline_of_another_configuration():

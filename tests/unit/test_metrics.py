@@ -151,7 +151,8 @@ def test_means_and_json_shape():
     assert set(out["per_query"]) == {"q1", "q2"}
 
 
-@pytest.mark.parametrize("bad", ["ndcg", "ndcg@0", "abstention@3", "ndgc@10", "recall", "p@10"])
+@pytest.mark.parametrize("bad", ["ndcg", "ndcg@0", "abstention@3", "ndgc@10", "recall", "p",
+                                 "bpref@10", "ndcg(p=1)@10", "rbp(p=1.5)", "rbp(q=0.5)", "P_0"])
 def test_unknown_or_malformed_metric_names_are_refused(bad):
     with pytest.raises(InputError, match="metric"):
         parse_metric(bad)
@@ -169,3 +170,20 @@ def test_per_query_values_are_numpy_arrays_in_query_order():
                   ["mrr"])
     assert ev.query_ids == ["q2", "q1"]
     np.testing.assert_array_equal(ev.values["mrr"], [1 / 2, 1.0])
+
+
+def test_new_metrics_known_answers():
+    # ranking: a (grade 3), x (unjudged), b (grade 0), c (grade 1); d (grade 2) not retrieved
+    qrels = {"q": {"a": 3, "b": 0, "c": 1, "d": 2}}
+    run = {"q": {"a": 4.0, "x": 3.0, "b": 2.0, "c": 1.0}}
+    names = ["rprec", "success@1", "bpref", "err@10", "rbp(p=0.5)", "rbp_residual(p=0.5)"]
+    got = evaluate(qrels, run, names).per_query()["q"]
+    assert got["rprec"] == 1 / 3  # R = 3 relevant; top 3 hold a only
+    assert got["success@1"] == 1.0
+    # a: no nonrelevant above -> 1; c: b above -> 1 - min(1, 3) / min(1, 3) = 0
+    assert got["bpref"] == (1 + 0) / 3
+    r_a, r_c = (2**3 - 1) / 2**4, (2**1 - 1) / 2**4
+    assert got["err@10"] == pytest.approx(r_a / 1 + (1 - r_a) * r_c / 4)
+    assert got["rbp(p=0.5)"] == (1 - 0.5) * (0.5**0 + 0.5**3)
+    # unjudged x at rank 2, and everything after rank 4
+    assert got["rbp_residual(p=0.5)"] == pytest.approx((1 - 0.5) * 0.5**1 + 0.5**4)

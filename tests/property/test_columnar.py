@@ -1,0 +1,129 @@
+"""The columnar path (pyarrow readers, integer codes, chunks of whole queries) gives exactly the
+dict engine's numbers on randomized TREC files: ties, unsorted and sorted files, chunk boundaries
+inside the file, queries on one side only; and files it does not take (tabs and spaces mixed,
+carriage returns, lines of a query apart, a BOM) go through the exact loaders with the same result."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from searcheval.io.trec import iter_run_chunks, load_qrels, load_trec_run, read_qrels_columns
+from searcheval.metrics.columnar import evaluate_files
+from searcheval.metrics.engine import Settings, evaluate
+
+METRICS = ["ndcg@10", "ndcg@3", "mrr", "recall@20", "precision@5", "map", "map@5", "judged@10",
+           "rprec", "success@3", "bpref", "err@10", "rbp", "rbp_residual", "abstention"]
+doc_ids = st.sampled_from([f"d{i}" for i in range(30)] + ["D1", "é2"])
+judgments = st.dictionaries(doc_ids, st.integers(0, 3), min_size=1, max_size=10)
+rankings = st.dictionaries(doc_ids, st.sampled_from([0.5, 1.0, 1.5, 2.0, 3.0, 4.25, 9.0]),
+                           max_size=20)
+qids = st.sampled_from([f"q{i}" for i in range(10)])
+collections = st.tuples(st.dictionaries(qids, judgments, min_size=1, max_size=8),
+                        st.dictionaries(qids, rankings, min_size=1, max_size=8))
+
+
+def write(path, qrels, run, *, sort_run: bool, sep: str = " ", bom: bool = False):
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "qrels").write_text("".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items()
+                                        for d, g in docs.items()), encoding="utf-8")
+    lines = []
+    for q, docs in run.items():
+        items = sorted(docs.items(), key=lambda kv: -kv[1]) if sort_run else list(docs.items())
+        lines += [sep.join([q, "Q0", d, str(i), repr(s), "t"]) + "\n"
+                  for i, (d, s) in enumerate(items, 1)]
+    (path / "run").write_text(("\ufeff" if bom else "") + "".join(lines), encoding="utf-8")
+
+
+def same(a, b):
+    assert a.query_ids == b.query_ids
+    assert a.counts == b.counts
+    for name in a.values:
+        np.testing.assert_array_equal(a.values[name], b.values[name], err_msg=name)
+
+
+@settings(max_examples=120, deadline=None)
+@given(collections, st.booleans(), st.booleans(), st.sampled_from([None, 1, 7]),
+       st.sampled_from(["one", "zero", "skip"]))
+def test_columnar_equals_the_dict_engine(tmp_path_factory, coll, sort_run, complete, rows, policy):
+    qrels, run = coll
+    run = {q: r for q, r in run.items() if r}
+    if not any(q in qrels for q in run):
+        return  # refused: tested in tests/unit/test_cli_score.py
+    path = tmp_path_factory.mktemp("c")
+    write(path, qrels, run, sort_run=sort_run)
+    conventions = Settings(no_relevant=policy)
+    # plain files: the columnar readers take them (no fallback to the exact loaders)
+    assert len(read_qrels_columns(path / "qrels").q) == sum(map(len, qrels.values()))
+    assert sum(c.q.size for c in iter_run_chunks(path / "run", rows=rows or 10**6)) == \
+        sum(map(len, run.values()))
+    ours = evaluate_files(path / "qrels", path / "run", METRICS, conventions, complete=complete,
+                          chunk_rows=rows)
+    exact = evaluate(load_qrels(path / "qrels"), load_trec_run(path / "run"), METRICS,
+                     conventions, complete=complete)
+    same(ours, exact)
+
+
+@pytest.mark.parametrize("shape", ["tabs", "bom", "apart", "cr"])
+def test_files_the_columnar_reader_does_not_take_give_the_same_numbers(tmp_path, shape):
+    qrels = {"q1": {"a": 1, "b": 2}, "q2": {"c": 1}}
+    run = {"q1": {"a": 1.0, "b": 2.0, "x": 2.0}, "q2": {"c": 0.5}}
+    write(tmp_path, qrels, run, sort_run=True, sep="\t" if shape == "tabs" else " ",
+          bom=shape == "bom")
+    text = (tmp_path / "run").read_text(encoding="utf-8")
+    if shape == "apart":  # q1, q2, then q1 again: the lines of q1 are not together
+        lines = text.splitlines(keepends=True)
+        text = "".join([lines[0], lines[3], *lines[1:3]])
+    if shape == "cr":
+        text = text.replace("\n", "\r\n")
+    (tmp_path / "run").write_text(text, encoding="utf-8", newline="")
+    ours = evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS, complete=False)
+    reference = evaluate(qrels, run, METRICS, complete=False)
+    same(ours, reference)
+
+
+def frame(data, value):
+    import pandas as pd
+
+    rows = [(q, d, v) for q, docs in data.items() for d, v in docs.items()]
+    return pd.DataFrame(rows, columns=["query_id", "doc_id", value])
+
+
+int_collections = st.tuples(
+    st.dictionaries(st.integers(0, 12), st.dictionaries(st.integers(0, 30), st.integers(0, 3),
+                                                        min_size=1, max_size=10),
+                    min_size=1, max_size=8),
+    st.dictionaries(st.integers(0, 12), st.dictionaries(st.integers(0, 30),
+                                                        st.sampled_from([0.5, 1.0, 2.0, 9.0]),
+                                                        max_size=20), min_size=1, max_size=8))
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.one_of(collections, int_collections), st.sampled_from([None, False, True]),
+       st.booleans(), st.booleans())
+def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, complete, compat,
+                                                                        shuffle):
+    import searcheval
+    from searcheval.metrics.columnar import evaluate_frames
+
+    qrels, run = coll
+    run = {q: r for q, r in run.items() if r}
+    if not run:
+        return  # an empty DataFrame has no numeric dtype: refused by either path
+    qrels_frame, run_frame = frame(qrels, "grade"), frame(run, "score")
+    if shuffle:  # rows of a query apart: the columnar path groups them
+        run_frame = run_frame.iloc[::-1]
+    # integer ids are strings on both sides of the dict path ("10" < "9" in a tie-break)
+    qrels = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
+    run = {str(q): {str(d): v for d, v in docs.items()} for q, docs in run.items()}
+    conventions = Settings(trec_compat=compat)
+    expected = evaluate(qrels, run, METRICS, conventions, complete=complete)
+    got = searcheval.evaluate(qrels_frame, run_frame, METRICS, trec_compat=compat,
+                              complete=complete)
+    same(got, expected)
+    # and it was the columnar path, not the dict fallback
+    direct = evaluate_frames(qrels_frame, run_frame, METRICS, conventions,
+                             complete=(False if compat else None) if complete is None else complete,
+                             qrels_columns=("query_id", "doc_id", "grade"),
+                             run_columns=("query_id", "doc_id", "score"))
+    same(direct, expected)
