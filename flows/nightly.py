@@ -12,7 +12,10 @@ the runner, the number of shards and the batch size.
 
 from __future__ import annotations
 
+import os
 from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
@@ -23,8 +26,8 @@ from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import task_runner_from_settings
 from searcheval import defaults, progress
-from searcheval.errors import GateTripped, InputError
-from searcheval.evaluation import pipeline
+from searcheval.errors import GateTripped, InputError, RunIncomplete
+from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
@@ -36,6 +39,8 @@ from searcheval.evaluation.report import (
 )
 from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
+from searcheval.rankers.configs import load_configurations
+from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event, emit_verdict_event
@@ -59,6 +64,12 @@ def refuse(run_id: str, refused: Refused, alert_block: str | None):
     raise refused
 
 
+def project_directory() -> Path:
+    """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
+    named = os.environ.get("SEARCHEVAL_PROJECT")
+    return Path(named) if named else Path(__file__).resolve().parents[1]
+
+
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
     fixtures: str | None = defaults.FIXTURES,
@@ -67,7 +78,10 @@ def nightly(
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
     no_baseline: bool = False,
-    configurations: ConfigurationNames = list(defaults.CONFIGURATIONS),
+    configurations: ConfigurationNames = None,
+    configurations_file: str = defaults.CONFIGURATIONS_FILE,
+    overrides: dict[str, Any] | None = None,
+    candidate: str | None = None,
     depth: int = defaults.DEPTH,
     metrics: MetricNames = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
@@ -89,6 +103,7 @@ def nightly(
     grade_map: dict[str, int] | None = None,
     judgment_rule: str = defaults.JUDGMENT_RULE,
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
+    allow_dirty: bool = True,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -110,7 +125,14 @@ def nightly(
             for all.
         baseline: The reviewed baseline.json the gate compares the served configuration with.
         no_baseline: Run without a gate on purpose (the run says NOT GATED and why).
-        configurations: The ranking configurations to run.
+        configurations: Entries of configurations_file to run; empty for the file's `run`
+            list.
+        configurations_file: The configurations file (YAML) naming each configuration's kind
+            and parameters, and the one production serves.
+        overrides: Parameters changed for this run, e.g. {"fused.rrf_k": 20} or
+            {"bm25": {"b": 0.5}} (an overridden configuration has a hash of its own).
+        candidate: An entry evaluated beside the served one on the same queries: it is the
+            one gated, and the queries it made better and worse are listed.
         depth: How many results each configuration returns per query.
         metrics: The metrics to score and report.
         tolerance: The largest drop of a gated metric that still passes; empty for the
@@ -146,6 +168,8 @@ def nightly(
             majority, or judge:NAME (that judge's grade).
         agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the
             run alerts.
+        allow_dirty: Run from a working tree with uncommitted changes (false for the
+            scheduled deployment, so the nightly always measures a commit).
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -153,18 +177,26 @@ def nightly(
     request = RunRequest(
         fixtures=fixtures, dataset=dataset, mapping=mapping, split=split, max_queries=max_queries,
         grade_map=grade_map, grade_scale=grade_scale, baseline=baseline, no_baseline=no_baseline,
-        configurations=list(configurations), depth=depth, metrics=list(metrics),
+        configurations=None if configurations is None else list(configurations),
+        configurations_file=configurations_file, overrides=overrides, candidate=candidate,
+        depth=depth, metrics=list(metrics),
         tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
         max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
         embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
         no_relevant=no_relevant, alert_block=alert_block, judgment_rule=judgment_rule,
         agreement_floor=agreement_floor)
     checked = t.preflight(request)
+    code = provenance.code_state(project_directory())
     try:
         checked.raise_for_problems()
+        if not allow_dirty:
+            provenance.refuse_dirty(code)
+        resolved = load_configurations(configurations_file, overrides)
+        selected = pipeline.with_candidate(resolved, configurations, candidate)
         metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
         loaded: Collection = checked.collection
         conventions = checked.conventions
+        pipeline.check_documents(loaded, selected)
         collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
         report = t.validate(collection, max_age_days, min_per_category)
         report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
@@ -174,33 +206,47 @@ def nightly(
     if checked.not_gated_reason:
         logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
-    t.seed_catalog(collection)
+    if collection.has_catalog:
+        t.seed_catalog(collection)
     t.seed_judgments(loaded)
-    texts = pipeline.collection_texts(collection)
-    progress.start("embedding", len(texts), "texts")  # one report for all the batches
-    batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
-               in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
-    done_batches = [b.result() for b in batches]
-    progress.finish("embedding")
-    embedded = t.index_collection(collection, texts, done_batches, model_path)
+    if needs_embeddings(selected):
+        texts = pipeline.collection_texts(collection)
+        progress.start("embedding", len(texts), "texts")  # one report for all the batches
+        batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
+                   in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
+        done_batches = [b.result() for b in batches]
+        progress.finish("embedding")
+        embedded = t.index_collection(collection, texts, done_batches, model_path)
+    else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
+        embedded = pipeline.not_embedded(collection, model_path)
     parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
-    progress.start("searching", len(collection.queries) * len(configurations), "queries")
-    futures = {name: [t.run_configuration.submit(name, collection, part, embedded.model, depth)
-                      for part in parts]
-               for name in configurations}
+    progress.start("searching", len(collection.queries) * len(selected), "queries")
+    futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
+                        for part in parts]
+               for c in selected}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}
     progress.finish("searching")
+    failures = pipeline.failures_of(runs, selected, len(collection.queries))
 
+    documents = pipeline.look_up_documents(runs, selected, collection)
+    report = pipeline.lookup_staleness(report, documents, collection)
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
                           conventions.source("coverage_floor"))  # do not count
     scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
-    gated = t.gate(scores, checked.baseline, tolerance, return_state=True)  # Failed: it tripped
-    verdict = gated.result(raise_on_failure=False)
-    if isinstance(verdict, BaseException):
-        raise verdict
+    not_gated_reason = checked.not_gated_reason
+    if failures["incomplete"]:  # failed queries beyond what their configuration allows
+        verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
+    else:
+        gated = t.gate(scores, checked.baseline, tolerance, candidate,
+                       return_state=True)  # Failed when it trips: the task graph shows where
+        verdict = gated.result(raise_on_failure=False)
+        if isinstance(verdict, BaseException):
+            raise verdict
+    side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
+                    if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
                                        run_id, coverage, coverage_k, effective, agreement_floor)
 
@@ -212,7 +258,12 @@ def nightly(
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions=conventions.to_dict(),
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        judging=judging, not_gated_reason=checked.not_gated_reason)
+        judging=judging, not_gated_reason=not_gated_reason,
+        failures=failures, candidate=side_by_side, documents=documents,
+        cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
+        what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
+                                       embedded.model, pipeline.model_sha256(model_path),
+                                       collection_hashes(collection)))
     t.publish(result, runs, output)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
@@ -224,6 +275,8 @@ def nightly(
     if alert is not None:
         alert.where = where
         t.send_alert(alert, alert_block)
+    if failures["incomplete"]:
+        raise RunIncomplete(pipeline.incomplete_message(failures), table)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "

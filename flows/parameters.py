@@ -9,15 +9,30 @@ pydantic error.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 from pydantic import WithJsonSchema
 
 from searcheval import defaults
+from searcheval.errors import InputError
 from searcheval.metrics.engine import parse_metrics
-from searcheval.rankers.registry import CONFIGURATIONS
 
-CONFIGURATION_CHOICES: tuple[str, ...] = tuple(CONFIGURATIONS)
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def configuration_choices(path: Path = PROJECT_ROOT / defaults.CONFIGURATIONS_FILE) -> tuple:
+    """The entries of the project's configurations file (what the Run form offers); the
+    built-ins when the file cannot be read (the flow's preflight then says why)."""
+    from searcheval.rankers.configs import load_configurations
+
+    try:
+        return tuple(load_configurations(path).entries)
+    except (InputError, OSError):
+        return tuple(defaults.CONFIGURATIONS)
+
+
+CONFIGURATION_CHOICES: tuple[str, ...] = configuration_choices()
 METRIC_CHOICES: tuple[str, ...] = tuple(dict.fromkeys([
     *defaults.REPORT_METRICS, *defaults.REPLAY_METRICS,
     "ndcg@5", "ndcg@20", "ndcg@100", "mrr@10", "recall@10", "recall@100", "precision@5",
@@ -32,12 +47,18 @@ def some_of(choices: tuple[str, ...]) -> WithJsonSchema:
                            "items": {"type": "string", "enum": list(choices)}})
 
 
+def some_or_none_of(choices: tuple[str, ...]) -> WithJsonSchema:
+    return WithJsonSchema({"anyOf": [{"type": "array", "uniqueItems": True,
+                                      "items": {"type": "string", "enum": list(choices)}},
+                                     {"type": "null"}]})
+
+
 def one_of(choices: tuple[str, ...], optional: bool = False) -> WithJsonSchema:
     choice = {"type": "string", "enum": list(choices)}
     return WithJsonSchema({"anyOf": [choice, {"type": "null"}]} if optional else choice)
 
 
-ConfigurationNames = Annotated[list[str], some_of(CONFIGURATION_CHOICES)]
+ConfigurationNames = Annotated[list[str] | None, some_or_none_of(CONFIGURATION_CHOICES)]
 MetricNames = Annotated[list[str], some_of(METRIC_CHOICES)]
 Gain = Annotated[str | None, one_of(GAINS, optional=True)]
 NoRelevant = Annotated[str | None, one_of(NO_RELEVANT, optional=True)]

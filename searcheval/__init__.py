@@ -8,6 +8,7 @@ The public Python API (imported on first use, so `import searcheval` stays light
     searcheval.compare(qrels, {"bm25": run_a, "dense": run_b})      # paired significance vs the first
     searcheval.load_qrels(path), searcheval.load_run(path), searcheval.write_run(run, path)
     searcheval.load_collection(fixtures="fixtures")   # or dataset=DIR (BEIR, WANDS), mapping=FILE
+    searcheval.load_configurations("configurations.yaml", {"fused.rrf_k": 20})  # checked, hashed
 
 The library never imports Prefect; the project's flows/ and tasks/ wrap it.
 """
@@ -38,6 +39,12 @@ _EXPORTS = {
     "Qrels": "searcheval.types",
     "Run": "searcheval.types",
     "InputError": "searcheval.errors",
+    "RunIncomplete": "searcheval.errors",
+    "load_configurations": "searcheval.rankers.configs",
+    "Configuration": "searcheval.rankers.configs",
+    "Configurations": "searcheval.rankers.configs",
+    "Kind": "searcheval.rankers.registry",
+    "register_kind": "searcheval.rankers.registry",
 }
 
 __all__ = ["__version__", *_EXPORTS]

@@ -26,7 +26,8 @@ RBP_PERSISTENCE = 0.8  # RBP's p when a name does not give one (ir_measures' def
 ERR_MAX_GRADE = 4  # ERR's stopping probability (2^g - 1) / 2^4, as gdeval (ir_measures' ERR)
 
 # -- the nightly evaluation
-CONFIGURATIONS = ("bm25", "dense", "fused")
+CONFIGURATIONS = ("bm25", "dense", "fused")  # the entries of the shipped configurations file
+CONFIGURATIONS_FILE = "configurations.yaml"
 GATED_CONFIGURATION = "fused"  # what production serves, the one the gate guards
 DEPTH = 100  # results per query
 TOLERANCE = 0.02  # absolute drop of a gated metric that trips the gate

@@ -52,6 +52,15 @@ class GateTripped(Exception):
         self.table = table
 
 
+class RunIncomplete(Exception):
+    """Queries failed beyond what their configuration allows (exit 2): the run is published with
+    its errors listed and is not gated. `table` is the results table to print."""
+
+    def __init__(self, message: str, table: str = "") -> None:
+        super().__init__(message)
+        self.table = table
+
+
 class ThresholdsMissed(Exception):
     """A replay missed a floor or its coverage minimum (exit 1; the flow run ends Failed)."""
 

@@ -172,6 +172,9 @@ class Collection:
     provenance: dict[str, str] = field(default_factory=dict)  # loader-level convention -> where from
     grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade, as the loader applied it
     digests: dict[str, str] = field(default_factory=dict)  # sha256 of inputs that are no file (SQL)
+    #: False when the dataset has no documents of its own (queries and judgments only): the search
+    #: engine holds them; results then count as judged or unjudged, never as unknown documents
+    has_catalog: bool = True
     declared_name: str | None = None  # a name the dataset declares for itself (never a folder's)
     fingerprint: str | None = None  # resources_fingerprint, computed once by load_collection
 
@@ -194,11 +197,18 @@ class Collection:
 
 @dataclass
 class RankedRun:
-    """One configuration's results: query -> [(doc_id, score)] best first, and latency per query."""
+    """One configuration's results: query -> [(doc_id, score)] best first, and latency per query.
+
+    `errors` holds the queries that failed (query -> {"cause", "detail", "attempts"}): a failed
+    query has no result list and is never scored as an empty one. `timing` holds what a backend
+    measured besides the latency (query -> {"round_trip_ms"} for http)."""
 
     configuration: str
     results: dict[str, list[tuple[str, float]]]
     latency_ms: dict[str, float] = field(default_factory=dict)
+    errors: dict[str, dict] = field(default_factory=dict)
+    timing: dict[str, dict] = field(default_factory=dict)
+    usage: dict[str, float] = field(default_factory=dict)  # {"requests", "cpu_s"}: what it cost
 
     def as_run(self) -> Run:
         return {q: {d: float(s) for d, s in docs} for q, docs in self.results.items()}

@@ -22,7 +22,7 @@ from prefect.states import Failed
 
 from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
-from searcheval.evaluation import pipeline
+from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
 from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
 from searcheval.evaluation.preflight import preflight as run_preflight
@@ -34,7 +34,8 @@ from searcheval.judging.judgments import Effective, parse_rule
 from searcheval.judging.source import preview_judgments, seed_collection_judgments
 from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
-from searcheval.rankers.registry import needs_database
+from searcheval.rankers.configs import Configuration
+from searcheval.rankers.registry import needs_database, secret_blocks
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
 
@@ -52,6 +53,7 @@ logging.getLogger("prefect.task_runs").addFilter(_NoEmptyTraceback())
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
+WHAT_RAN_ARTIFACT = "searcheval-what-ran"
 REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
@@ -166,14 +168,32 @@ def index_collection(collection: Collection, texts: list[str],
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
-      task_run_name="run-{configuration}-{shard.number}of{shard.of}")
-def run_configuration(configuration: str, collection: Collection, shard: pipeline.QueryShard,
-                      model: str, k: int) -> RankedRun:
+      task_run_name="run-{configuration.name}-{shard.number}of{shard.of}")
+def run_configuration(configuration: Configuration, collection: Collection,
+                      shard: pipeline.QueryShard, model: str, k: int) -> RankedRun:
     """One configuration over one shard of the queries (submitted: may run on a Dask worker); a
-    connection is opened only for a configuration that reads the database."""
+    connection is opened only for a configuration that reads the database. The Prefect Secret
+    blocks it names are read here, handed to the library in memory, never logged or stored."""
     database = open_database() if needs_database(configuration) else nullcontext()
     with database as conn:
-        return pipeline.run_shard(conn, configuration, collection, shard, model, k)
+        return pipeline.run_shard(conn, configuration, collection, shard, model, k,
+                                  secrets=load_secrets(secret_blocks(configuration)))
+
+
+def load_secrets(names: list[str]) -> dict[str, str]:
+    """The values of Prefect Secret blocks by name; a missing block is refused input, naming it."""
+    if not names:
+        return {}
+    from prefect.blocks.system import Secret
+
+    values = {}
+    for name in names:
+        try:
+            values[name] = Secret.load(name).get()
+        except ValueError as exc:
+            raise InputError(f"no Prefect Secret block {name!r} ({type(exc).__name__})",
+                             field="secret") from None
+    return values
 
 
 @task(cache_policy=NO_CACHE)
@@ -189,10 +209,11 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 @task(cache_policy=NO_CACHE)
-def gate(scores: dict, baseline, tolerance: float | None):
+def gate(scores: dict, baseline, tolerance: float | None,
+         configuration: str | None = None):
     """The verdict; when the gate trips the task run ends Failed (the UI's task graph shows
     where the run failed) and still hands the verdict on, so the flow publishes and alerts."""
-    verdict = pipeline.gate_scores(scores, baseline, tolerance)
+    verdict = pipeline.gate_scores(scores, baseline, tolerance, configuration)
     if verdict is not None and not verdict.passed:
         return Failed(message=f"gate tripped for {verdict.configuration}: "
                               + "; ".join(trip.describe() for trip in verdict.tripped),
@@ -222,6 +243,33 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     # scrolling sideways (report.md in the output folder keeps them whole)
     create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
+    ran = result.what_ran or {}
+    if ran.get("configurations"):
+        code = ran.get("code") or {}
+        create_table_artifact(
+            table=[{"configuration": name, "kind": c["kind"], "sha256": c["sha256"],
+                    "served": c["served"], "overridden": json.dumps(c.get("overridden") or {}),
+                    "commit": code.get("commit"), "dirty": code.get("dirty")}
+                   for name, c in ran["configurations"].items()],
+            key=WHAT_RAN_ARTIFACT,
+            description=f"searcheval run {result.run_id}: what ran (secrets never shown)")
+        tag_flow_run(provenance.tags(ran))
+
+
+def tag_flow_run(tags: list[str]) -> None:
+    """Add the record's tags (configuration@hash, commit, dirty) to this flow run."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if not flow_run.id or not tags:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(flow_run.id)
+            client.update_flow_run(flow_run.id,
+                                   tags=list(dict.fromkeys([*(current.tags or []), *tags])))
+    except Exception as exc:  # noqa: BLE001 - tags are a convenience; the record is published
+        get_run_logger().warning("could not tag the flow run: %s", type(exc).__name__)
 
 
 @task(cache_policy=NO_CACHE)

@@ -117,12 +117,13 @@ CHROMIUM = "/usr/bin/chromium"  # Debian's chromium package (`make browser`); ne
 
 @pytest.fixture(scope="module")
 def browser():
-    """One headless Chromium per test module that asks for it, driven by Playwright: the Debian
-    build through `executable_path` (no `playwright install`). Tests open their own context
-    (`browser.new_context()`) and close it; the browser and Playwright's driver stop when the
-    module ends. Per module, not per session: while Playwright's sync driver runs, its event loop
-    is the running loop of the main thread, and `asyncio.run` / `anyio.run` in the modules after
-    it (Prefect's clients in tests/flows) would fail."""
+    """A headless Chromium per test module, driven by Playwright: the Debian build through
+    `executable_path` (no `playwright install`). Tests open their own context (`browser.new_context()`)
+    and close it; the browser and Playwright's driver stop when the module ends.
+
+    Module scope on purpose: Playwright's sync API keeps an asyncio loop running in the main thread
+    while it is open, and Prefect's sync calls (`State.result()`) then return coroutines. A module
+    that uses the browser must not also call Prefect in the main thread."""
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is missing: `make browser` installs it")
     from playwright.sync_api import sync_playwright

@@ -63,7 +63,12 @@ def benchmark_search(dataset: str | Path, *, split: str = "test", max_queries: i
     from searcheval.metrics.scoring import latency_summary
     from searcheval.rankers.dense import hnsw_recall, run_dense
     from searcheval.rankers.embeddings import CachedEmbedder
-    from searcheval.rankers.registry import bm25_index, run_configuration
+    from searcheval.rankers.configs import builtin_configurations
+    from searcheval.rankers.registry import (
+        RunContext,
+        bm25_index,
+        run_configuration,
+    )
     from searcheval.store import database
 
     for name, value in (("k", k), ("depth", depth)):
@@ -97,7 +102,7 @@ def benchmark_search(dataset: str | Path, *, split: str = "test", max_queries: i
                                       "embedded": embedder.embedded - before[0],
                                       "from_cache": embedder.from_cache - before[1]}
         t = time.perf_counter()
-        bm25_index(resources)
+        bm25_index(resources, **builtin_configurations()["bm25"].params)
         figures["bm25_index_s"] = time.perf_counter() - t
 
         say(f"HNSW recall@{k} against exact search over {len(queries)} queries ...")
@@ -111,14 +116,17 @@ def benchmark_search(dataset: str | Path, *, split: str = "test", max_queries: i
         settings = Settings(trec_compat=True)  # trec_eval's conventions, as BEIR reports
         runs = {}
         say(f"running dense (HNSW), dense (exact), bm25 and fused at depth {depth} ...")
-        runs["dense"] = run_configuration("dense", conn, catalog, resources, queries,
-                                          query_vectors, embedder.model, k=depth)
+        builtin = builtin_configurations()
+        context = RunContext(conn=conn, catalog=catalog, resources=resources,
+                             model=embedder.model)
+        runs["dense"] = run_configuration(builtin['dense'], context, queries,
+                                          query_vectors, k=depth)
         runs["dense-exact"] = run_dense(conn, catalog, embedder.model, qids, query_vectors,
                                         k=depth, exact=True)
-        runs["bm25"] = run_configuration("bm25", conn, catalog, resources, queries,
-                                         query_vectors, embedder.model, k=depth)
-        runs["fused"] = run_configuration("fused", conn, catalog, resources, queries,
-                                          query_vectors, embedder.model, k=depth)
+        runs["bm25"] = run_configuration(builtin['bm25'], context, queries,
+                                         query_vectors, k=depth)
+        runs["fused"] = run_configuration(builtin['fused'], context, queries,
+                                          query_vectors, k=depth)
         # what the evaluation itself sees: the top k of the depth-long HNSW run (searched with
         # ef_search = clamp(depth)) against the top k of the exact run
         overlaps = [len(set(runs["dense"].top_ids(q, k)) & set(runs["dense-exact"].top_ids(q, k)))

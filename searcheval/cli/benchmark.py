@@ -76,6 +76,7 @@ def add_benchmark(sub) -> None:
     s.set_defaults(handler=cmd_benchmark_search)
     add_benchmark_replay(bsub)
     add_benchmark_load(bsub)
+    add_benchmark_backend(bsub)
     add_benchmark_score(bsub)
 
 
@@ -107,6 +108,34 @@ def cmd_benchmark_score(args: argparse.Namespace) -> int:
                               trec_eval_source=args.trec_eval_source, directory=args.directory,
                               in_process=not args.no_in_process)
     return EXIT_OK if figures["agree"] else EXIT_TRIPPED
+
+def add_benchmark_backend(bsub) -> None:
+    b = bsub.add_parser("backend", help="the http kind against the example search service at "
+                                        "concurrency 1 and 8, beside a bare httpx client")
+    b.add_argument("--queries", type=int, default=160, help="requests per client and "
+                   "concurrency (the fixtures' queries, repeated; default 160)")
+    b.add_argument("--delay-ms", type=float, default=20.0,
+                   help="how long the service sleeps before each answer (default 20)")
+    b.add_argument("--concurrency", default="1,8", metavar="LOW,HIGH",
+                   help="the two concurrencies compared (default 1,8)")
+    b.set_defaults(handler=cmd_benchmark_backend)
+
+
+def cmd_benchmark_backend(args: argparse.Namespace) -> int:
+    from searcheval.bench.backend import benchmark_backend
+    from searcheval.cli.common import project_root
+
+    try:
+        low, high = (int(x) for x in args.concurrency.split(","))
+    except ValueError:
+        raise InputError(f"expected LOW,HIGH whole numbers, got {args.concurrency!r}",
+                         field="concurrency") from None
+    if args.queries < 1 or low < 1 or high < 1 or args.delay_ms < 0:
+        raise InputError("expected --queries and concurrencies >= 1, --delay-ms >= 0",
+                         field="queries")
+    figures = benchmark_backend(project_root(), queries=args.queries, delay_ms=args.delay_ms,
+                                concurrencies=(low, high))
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
 
 def add_benchmark_load(bsub) -> None:

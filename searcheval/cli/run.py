@@ -40,6 +40,11 @@ def run_request(args: argparse.Namespace):
                          agreement_floor=args.agreement_floor)
     if args.configurations is not None:
         request.configurations = [c.strip() for c in args.configurations.split(",")]
+    from searcheval.rankers.configs import parse_assignment
+
+    request.configurations_file = str(args.configurations_file)
+    request.overrides = dict(parse_assignment(text) for text in args.set or []) or None
+    request.candidate = args.candidate
     return request
 
 
@@ -48,7 +53,8 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "fixtures", "dataset", "mapping", "split", "max_queries", "grade_map", "grade_scale",
         "baseline", "no_baseline", "configurations", "tolerance", "coverage_floor",
         "min_per_category", "shards", "embed_batch", "gain", "relevance_level", "no_relevant",
-        "alert_block", "judgment_rule", "agreement_floor")}
+        "alert_block", "judgment_rule", "agreement_floor", "configurations_file", "overrides",
+        "candidate")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
     return {**params, "output": str(args.output), "label": args.label}
@@ -119,7 +125,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"searcheval: gate: NOT GATED ({found.not_gated_reason})", file=sys.stderr)
     nightly = import_project_module("flows.nightly").nightly
     import_project_module("flows.console").configure_console(quiet=args.quiet)
-    from searcheval.errors import GateTripped
+    from searcheval.errors import GateTripped, RunIncomplete
 
     params = flow_parameters(request, args)
     runners = import_project_module("flows.runners")
@@ -138,6 +144,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_results(exc.table, str(exc))
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
+    if isinstance(exc, RunIncomplete):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     if isinstance(exc, InputError):
         print_refusal(exc, args.all_errors)
         raise exc
@@ -204,7 +214,17 @@ def add_run(sub) -> None:
     p.add_argument("--tolerance", type=float,
                    help="override the baseline's tolerance: a finite absolute drop in "
                         f"0..{defaults.MAX_TOLERANCE:g}")
-    p.add_argument("--configurations", help="comma-separated subset of bm25,dense,fused")
+    p.add_argument("--configurations-file", type=Path, default=Path(defaults.CONFIGURATIONS_FILE),
+                   help="the configurations that can run (default "
+                        f"{defaults.CONFIGURATIONS_FILE})")
+    p.add_argument("--configurations", help="comma-separated names from the configurations file "
+                   "(default: its `run` list)")
+    p.add_argument("--candidate", metavar="NAME",
+                   help="evaluate NAME beside the served configuration on the same queries, "
+                        "list the queries it made better and worse, and gate it")
+    p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
+                   help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
+                        "(repeatable; the value is read as YAML)")
     p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")

@@ -49,6 +49,17 @@ class Alert:
         return asdict(self)
 
 
+def failure_reasons(failures: dict | None) -> list[dict]:
+    """One reason per configuration whose failed queries make the run incomplete."""
+    out = []
+    for name in (failures or {}).get("incomplete", []):
+        f = failures["configurations"][name]
+        out.append({"kind": "incomplete", "configuration": name, "failed": f["failed"],
+                    "summary": f"run incomplete: {name} failed {f['failed']} of {f['queries']} "
+                               f"queries (allowed {f['allowed']}); not gated"})
+    return out
+
+
 def gate_reasons(gate) -> list[dict]:
     return [{**t.to_dict(), "trip": t.kind, "kind": "gate",
              "summary": f"gate tripped: {t.describe()}"} for t in (gate.tripped if gate else [])]

@@ -13,6 +13,7 @@ its own, in the same order.
 from __future__ import annotations
 
 import secrets
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,8 +24,14 @@ import psycopg
 from searcheval import progress, store
 from searcheval.defaults import REPORT_METRICS
 from searcheval.errors import InputError
-from searcheval.evaluation.alerts import (Alert, agreement_reasons, coverage_reasons, gate_reasons,
-                                         stale_reasons)
+from searcheval.evaluation.alerts import (
+    Alert,
+    agreement_reasons,
+    coverage_reasons,
+    failure_reasons,
+    gate_reasons,
+    stale_reasons,
+)
 from searcheval.evaluation.baseline import Baseline, load_baseline
 from searcheval.evaluation.gate import GateResult, check_gate
 from searcheval.evaluation.report import EvaluationResult
@@ -37,8 +44,8 @@ from searcheval.metrics.engine import Settings
 from searcheval.metrics.scoring import ConfigurationScores, score_run
 from searcheval.metrics.segments import query_segments
 from searcheval.rankers.embeddings import CachedEmbedder, model_fingerprint, model_name
-from searcheval.rankers.fusion import FusionParams
-from searcheval.rankers.registry import run_configuration
+from searcheval.rankers.configs import Configuration
+from searcheval.rankers.registry import RunContext, run_configuration
 from searcheval.types import Collection, Query, RankedRun
 
 
@@ -47,6 +54,7 @@ class Embedded:
     model: str
     query_vectors: np.ndarray
     stats: dict  # {"model", "embedded", "from_cache", "documents"}
+    seconds: float = 0.0  # time of the embedding batches (cache look-ups and model included)
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -68,6 +76,7 @@ class EmbeddedTexts:
     vectors: np.ndarray
     embedded: int  # distinct texts the model encoded
     from_cache: int  # distinct texts found in the cache
+    seconds: float = 0.0  # time of this batch, cache look-ups and model included
 
 
 def _whole(value: object, at_least: int, field: str) -> int:
@@ -99,10 +108,11 @@ def embed_texts(conn: psycopg.Connection, texts: list[str],
                 model_path: str | None = None) -> EmbeddedTexts:
     """One batch through the cache: only texts never seen before reach the model, and the model
     loads (once per process) only if there are any."""
+    started = time.perf_counter()
     embedder = CachedEmbedder(conn, model_path)
     vectors = embedder.embed(texts)
     return EmbeddedTexts(embedder.model, embedder.fingerprint, vectors, embedder.embedded,
-                         embedder.from_cache)
+                         embedder.from_cache, time.perf_counter() - started)
 
 
 def join_batches(texts: list[str], batches: list[EmbeddedTexts], model: str,
@@ -153,7 +163,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
              "embedded": sum(b.embedded for b in batches),
              "from_cache": sum(b.from_cache for b in batches)}
     return Embedded(model=model, query_vectors=_matrix(vectors, [q.text for q in collection.queries]),
-                    stats=stats)
+                    stats=stats, seconds=sum(b.seconds for b in batches))
 
 
 @dataclass
@@ -191,13 +201,15 @@ def query_shards(queries: list[Query], query_vectors: np.ndarray, shards: int) -
             for i, (a, b) in enumerate(bounds, start=1)]
 
 
-def run_shard(conn: psycopg.Connection | None, configuration: str, collection: Collection,
-              shard: QueryShard, model: str, k: int) -> RankedRun:
-    """One configuration over one shard of the queries, `k` results per query. `conn` is needed by
-    the configurations that read the database (`rankers.registry.needs_database`)."""
-    run = run_configuration(configuration, conn, collection.catalog_id, collection.resources,
-                            shard.queries, shard.query_vectors, model, k=k,
-                            fusion=FusionParams(depth=k))
+def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
+              collection: Collection, shard: QueryShard, model: str, k: int,
+              secrets: dict[str, str] | None = None) -> RankedRun:
+    """One resolved configuration over one shard of the queries, `k` results per query. `conn` is
+    needed by the configurations that read the database (`rankers.registry.needs_database`);
+    `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
+    context = RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
+                         model=model, secrets=secrets or {})
+    run = run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
     progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
     return run
 
@@ -210,17 +222,25 @@ def merge_runs(parts: list[RankedRun]) -> RankedRun:
     configuration = parts[0].configuration
     results: dict[str, list[tuple[str, float]]] = {}
     latency: dict[str, float] = {}
+    errors: dict[str, dict] = {}
+    timing: dict[str, dict] = {}
+    usage: dict[str, float] = {}
     for i, part in enumerate(parts):
         if part.configuration != configuration:
             raise InputError(f"shard {i + 1} is a {part.configuration!r} run, expected "
                              f"{configuration!r}", field="configuration")
-        shared = [q for q in part.results if q in results]
+        shared = [q for q in [*part.results, *part.errors] if q in results or q in errors]
         if shared:
             raise InputError(f"shard {i + 1} repeats query {shared[0]!r} of an earlier shard",
                              field="results")
         results.update(part.results)
         latency.update(part.latency_ms)
-    return RankedRun(configuration=configuration, results=results, latency_ms=latency)
+        errors.update(part.errors)
+        timing.update(part.timing)
+        for key, value in part.usage.items():
+            usage[key] = usage.get(key, 0.0) + value
+    return RankedRun(configuration=configuration, results=results, latency_ms=latency,
+                     errors=errors, timing=timing, usage=usage)
 
 
 def segments_of(queries: list[Query]) -> dict[str, list[str]]:
@@ -282,35 +302,249 @@ def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 
 def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
-                tolerance: float | None = None) -> GateResult | None:
-    """The gated configuration against the baseline (read by the preflight, or a path); None
-    only when no baseline is given on purpose. A baseline whose configuration was not run is
-    refused, never a silently open gate (the preflight refuses it before any work)."""
+                tolerance: float | None = None,
+                configuration: str | None = None) -> GateResult | None:
+    """`configuration` (default: the baseline's) against the baseline (read by the preflight, or
+    a path); None only when no baseline is given on purpose. A gated configuration that was not
+    run is refused, never a silently open gate (the preflight refuses it before any work)."""
     if baseline is None:
         return None
     if not isinstance(baseline, Baseline):
         baseline = load_baseline(baseline)
-    if baseline.configuration not in scores:
-        raise InputError(f"the baseline gates {baseline.configuration!r}, which this run did not "
-                         f"run (it ran {', '.join(scores) or 'nothing'})", file=baseline.path,
+    gated = configuration or baseline.configuration
+    if gated not in scores:
+        raise InputError(f"the baseline gates {gated!r}, which this run did not run (it ran "
+                         f"{', '.join(scores) or 'nothing'})", file=baseline.path,
                          field="configuration")
-    return check_gate(baseline, scores[baseline.configuration], tolerance=tolerance)
+    if gated == baseline.configuration:
+        return check_gate(baseline, scores[gated], tolerance=tolerance)
+    # a candidate against the values the baseline holds for the served configuration: the
+    # verdict is the candidate's
+    result = check_gate(baseline, replace(scores[gated], configuration=baseline.configuration),
+                        tolerance=tolerance)
+    return replace(result, configuration=gated)
+
+
+def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
+                queries: int) -> dict:
+    """The failed queries of each configuration, and which configurations failed more queries
+    than they allow (`max_failed_queries`, `max_failed_share`): metrics.json's `failures`."""
+    by_name = {c.name: c for c in configurations}
+    out: dict = {"configurations": {}, "incomplete": []}
+    for name, run in runs.items():
+        allowed = by_name[name].allowed_failures(queries) if name in by_name else 0
+        out["configurations"][name] = {"failed": len(run.errors), "allowed": allowed,
+                                       "queries": queries, "errors": run.errors}
+        if len(run.errors) > allowed:
+            out["incomplete"].append(name)
+    return out
+
+
+def incomplete_message(failures: dict) -> str:
+    """One line: which configurations are incomplete, and the first failure of each."""
+    parts = []
+    for name in failures["incomplete"]:
+        f = failures["configurations"][name]
+        qid, error = next(iter(f["errors"].items()))
+        parts.append(f"{name}: {f['failed']} of {f['queries']} queries failed (allowed "
+                     f"{f['allowed']}); first: query {qid!r}: {error['cause']}")
+    return "run incomplete, not gated: " + "; ".join(parts)
+
+
+def what_ran(configurations, selected: list[Configuration]) -> dict:
+    """The resolved configurations that ran (and those they name), with their hashes."""
+    ran: dict[str, dict] = {}
+
+    def add(c: Configuration) -> None:
+        if c.name not in ran:
+            ran[c.name] = c.resolved()
+            for component in c.components:
+                add(component)
+
+    for c in selected:
+        add(c)
+    return {"configurations_file": configurations.file, "served": configurations.served,
+            "configurations": ran}
 
 
 def publish_history(conn: psycopg.Connection, result: EvaluationResult) -> None:
-    """One run row, its metric rows, per-query rows and segment rows, in one transaction."""
-    rows = (result.run_row(), result.metric_rows(), result.query_rows(), result.segment_rows())
-    count = 1 + sum(len(part) for part in rows[1:])
+    """One run row, its metric rows, per-query rows and segment rows, and the record of what
+    ran (migration 003), in one transaction."""
+    code = (result.what_ran or {}).get("code") or {}
+    failed = {n: f["failed"] for n, f in
+              ((result.failures or {}).get("configurations") or {}).items()}
+    rows = [{"name": name, "kind": c["kind"], "sha256": c["sha256"], "served": c["served"],
+             "resolved": c, "failed_queries": failed.get(name, 0)}
+            for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
+    parts = (result.metric_rows(), result.query_rows(), result.segment_rows())
+    count = 1 + sum(len(part) for part in parts)
     progress.start("storing", count, "rows")
-    store.save_evaluation(conn, *rows)
+    store.save_evaluation(conn, result.run_row(), *parts,
+                          what_ran={"git_commit": code.get("commit"),
+                                    "git_dirty": code.get("dirty"),
+                                    "incomplete": bool(result.incomplete),
+                                    "what_ran": result.what_ran},
+                          configuration_rows=rows)
     progress.advance("storing", count)
     progress.finish("storing")
+
+
+def model_sha256(model_path: str | None = None) -> str | None:
+    """The hash of the embedding model's files (weights included), or None without one."""
+    try:
+        return model_fingerprint(model_path)
+    except (InputError, OSError):
+        return None
 
 
 def alert_for(result: EvaluationResult) -> Alert | None:
     """What to alert on: a tripped gate, a coverage floor missed, stale judgments."""
     reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage, result.judging) \
-        + stale_reasons(result.validation) + agreement_reasons(result.judging)
+        + stale_reasons(result.validation) + agreement_reasons(result.judging) \
+        + failure_reasons(result.failures)
     if not reasons:
         return None
     return Alert(run_id=result.run_id, reasons=reasons, where=None)
+
+
+def with_candidate(configurations, names: list[str] | None, candidate: str | None
+                   ) -> list[Configuration]:
+    """The configurations to run: the named ones (None: the file's `run` list), and with a
+    candidate, the candidate and the served configuration too (on the same queries)."""
+    chosen = [c.name for c in configurations.select(names)]
+    if candidate is not None:
+        configurations.select([candidate])  # refused naming the file when unknown
+        if candidate == configurations.served:
+            raise InputError(f"the candidate {candidate!r} is the served configuration; name "
+                             "another entry (or an override of it under a new name)",
+                             field="candidate")
+        chosen += [candidate, configurations.served]
+    return configurations.select(list(dict.fromkeys(chosen)))
+
+
+def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, served: str,
+                      metrics: tuple[str, ...] = ("ndcg@10", "mrr", "recall@20"),
+                      by: str = "ndcg@10", shown: int = 10) -> dict:
+    """The candidate beside the served configuration on the queries both answered: the means,
+    their deltas, and the queries that got better and worse on `by` (largest change first)."""
+    a, b = scores[candidate], scores[served]
+    means = {m: {"served": b.means.get(m), "candidate": a.means.get(m),
+                 "delta": (None if a.means.get(m) is None or b.means.get(m) is None
+                           else a.means[m] - b.means[m])}
+             for m in metrics if m in a.means}
+    better, worse = [], []
+    if by in a.evaluation.values and by in b.evaluation.values:
+        va, vb = a.values(by), b.values(by)
+        for qid in vb:
+            if qid in va and va[qid] == va[qid] and vb[qid] == vb[qid] and va[qid] != vb[qid]:
+                row = {"query_id": qid, "category": b.categories.get(qid),
+                       "served": vb[qid], "candidate": va[qid], "delta": va[qid] - vb[qid]}
+                (better if row["delta"] > 0 else worse).append(row)
+    better.sort(key=lambda r: (-r["delta"], r["query_id"]))
+    worse.sort(key=lambda r: (r["delta"], r["query_id"]))
+    return {"candidate": candidate, "served": served, "metric": by, "means": means,
+            "better": better[:shown], "worse": worse[:shown],
+            "counts": {"better": len(better), "worse": len(worse)}}
+
+
+def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
+          embedded: Embedded, queries: int) -> dict:
+    """What each configuration cost this run at its stated prices (`prices:` of its entry):
+    requests / 1000 * per_1000_requests + CPU seconds * per_cpu_second + documents embedded this
+    run * per_embedded_document (for a configuration that reads vectors; cache hits cost
+    nothing). Per query: the run's cost over the queries it ran. A configuration without prices
+    has a cost of None, and its usage is shown all the same. `embedding`: the documents and
+    queries embedded this run and the time it took."""
+    from searcheval.rankers.registry import needs_database
+
+    out = {}
+    for c in configurations:
+        run = runs.get(c.name)
+        if run is None:
+            continue
+        requests = run.usage.get("requests", 0.0)
+        cpu_s = run.usage.get("cpu_s", 0.0)
+        embedded_now = int(embedded.stats.get("embedded", 0)) if needs_database(c) else 0
+        p = c.prices
+        cost = None
+        if p:
+            cost = (requests / 1000.0 * p.get("per_1000_requests", 0.0)
+                    + cpu_s * p.get("per_cpu_second", 0.0)
+                    + embedded_now * p.get("per_embedded_document", 0.0))
+        out[c.name] = {"requests": requests, "cpu_s": cpu_s, "embedded": embedded_now,
+                       "prices": p, "per_run": cost,
+                       "per_query": None if cost is None or not queries else cost / queries}
+    return {"configurations": out,
+            "embedding": {"embedded": int(embedded.stats.get("embedded", 0)),
+                          "from_cache": int(embedded.stats.get("from_cache", 0)),
+                          "seconds": embedded.seconds}}
+
+
+def not_embedded(collection: Collection, model_path: str | None = None) -> Embedded:
+    """What a run whose configurations read no vectors has instead of embeddings: nothing
+    embedded, no model loaded (its name only), zero-width query vectors."""
+    return Embedded(model=model_name(model_path),
+                    query_vectors=np.zeros((len(collection.queries), 0), dtype=np.float32),
+                    stats={"model": model_name(model_path), "documents": 0, "embedded": 0,
+                           "from_cache": 0})
+
+
+def check_documents(collection: Collection, configurations: list[Configuration]) -> None:
+    """Refuse a configuration that searches the catalog (bm25, dense, fused) on a dataset
+    without one (queries and judgments only: the engine holds the documents)."""
+    if collection.has_catalog and collection.resources:
+        return
+    from searcheval.rankers.registry import needs_database
+
+    for c in configurations:
+        if c.kind in ("bm25", "fused") or needs_database(c):
+            raise InputError(f"the {c.name} configuration ({c.kind}) searches the dataset's "
+                             "documents, and this dataset has none: run configurations that "
+                             "hold their own (http, python, trec)", field="configurations")
+
+
+LOOKUP_TOP = 3  # results per query whose titles the report shows
+
+
+def look_up_documents(runs: dict[str, RankedRun], configurations: list[Configuration],
+                      collection: Collection, top: int = LOOKUP_TOP) -> dict:
+    """Each configuration's document lookup over its judged documents and the top `top`
+    results of every query: what the report shows, and what staleness reads."""
+    from searcheval.rankers.documents import look_up
+
+    judged = {j.doc_id for j in collection.judgments}
+    out = {}
+    for c in configurations:
+        if not c.documents or c.name not in runs:
+            continue
+        run = runs[c.name]
+        shown = {qid: [d for d, _ in hits[:top]] for qid, hits in run.results.items()}
+        found = look_up(c.documents, judged | {d for ids in shown.values() for d in ids})
+        out[c.name] = {
+            "looked_up": len(found["documents"]) + len(found["gone"]) + len(found["failed"]),
+            "gone": found["gone"], "failed": found["failed"],
+            "top": {qid: [{"id": d, "title": (found["documents"].get(d) or {}).get("title")}
+                          for d in ids] for qid, ids in shown.items()},
+            "documents": found["documents"]}
+    return out
+
+
+def lookup_staleness(report: ValidationReport, documents: dict,
+                     collection: Collection) -> ValidationReport:
+    """The validation report with the judgments a lookup found gone or changed added as stale
+    (each judgment once, validation's own reason first)."""
+    from searcheval.evaluation.validation import StaleJudgment
+    from searcheval.rankers.documents import stale_from_lookup
+
+    if not documents:
+        return report
+    hashes = {r.id: r.content_hash for r in collection.resources}
+    seen = {(s.query_id, s.doc_id) for s in report.stale}
+    stale = list(report.stale)
+    for found in documents.values():
+        lookup = {"gone": found["gone"], "documents": found["documents"]}
+        for qid, doc_id, reason in stale_from_lookup(lookup, collection.judgments, hashes):
+            if (qid, doc_id) not in seen:
+                seen.add((qid, doc_id))
+                stale.append(StaleJudgment(qid, doc_id, reason))
+    return replace(report, stale=stale)

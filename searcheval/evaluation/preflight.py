@@ -64,7 +64,10 @@ class RunRequest:
     grade_scale: list[int] | None = None
     baseline: str | None = defaults.BASELINE
     no_baseline: bool = False
-    configurations: list[str] = field(default_factory=lambda: list(defaults.CONFIGURATIONS))
+    configurations: list[str] | None = None  # names of the configurations file (None: its `run`)
+    configurations_file: str = defaults.CONFIGURATIONS_FILE
+    overrides: dict[str, Any] | None = None  # {"fused.rrf_k": 20}
+    candidate: str | None = None  # an entry gated beside the served one
     depth: int = defaults.DEPTH
     metrics: list[str] = field(default_factory=lambda: list(defaults.REPORT_METRICS))
     tolerance: float | None = None
@@ -106,6 +109,35 @@ class RunRequest:
                 self._loaded["collection"] = None
                 self._loaded["collection_error"] = exc
         return self._loaded["collection"]
+
+    def resolved(self):
+        """The configurations file with the overrides, checked (rankers.configs); None when it
+        is refused (the error is kept for check_configurations)."""
+        if "configurations" not in self._loaded:
+            from searcheval.rankers.configs import load_configurations
+
+            try:
+                self._loaded["configurations"] = load_configurations(self.configurations_file,
+                                                                     self.overrides)
+            except InputError as exc:
+                self._loaded["configurations"] = None
+                self._loaded["configurations_error"] = exc
+        return self._loaded["configurations"]
+
+    def selected(self):
+        """The configurations this run runs (with a candidate: the candidate and the served one
+        too); None when the file or the names are refused."""
+        if "selected" not in self._loaded:
+            from searcheval.evaluation.pipeline import with_candidate
+
+            resolved, self._loaded["selected"] = self.resolved(), None
+            if resolved is not None:
+                try:
+                    self._loaded["selected"] = with_candidate(resolved, self.configurations,
+                                                              self.candidate)
+                except InputError as exc:
+                    self._loaded["configurations_error"] = exc
+        return self._loaded["selected"]
 
     def baseline_file(self):
         """The baseline, read and checked; None when the run is not gated or it is unreadable."""
@@ -212,20 +244,21 @@ def check_metrics(request: RunRequest) -> list[InputError]:
 
 
 def check_configurations(request: RunRequest) -> list[InputError]:
-    from searcheval.rankers.registry import check_configurations as known
-
+    """The configurations file, its overrides and the names asked for (rankers.configs): an
+    unknown name, parameter, a wrong type or a value out of range names the file, the entry and
+    the parameter."""
     names = request.configurations
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
+    if names is not None and (not isinstance(names, (list, tuple))
+                              or not all(isinstance(n, str) for n in names)):
         return [InputError(f"expected a list of configuration names, got {names!r}",
                            field="configurations")]
-    try:
-        known(list(names))
-    except InputError as exc:
-        return [exc]
-    duplicates = sorted({n for n in names if list(names).count(n) > 1})
-    if duplicates:
-        return [InputError(f"configuration(s) named twice: {', '.join(duplicates)}",
-                           field="configurations")]
+    if names is not None:
+        duplicates = sorted({n for n in names if list(names).count(n) > 1})
+        if duplicates:
+            return [InputError(f"configuration(s) named twice: {', '.join(duplicates)}",
+                               field="configurations")]
+    if request.selected() is None:
+        return [request._loaded["configurations_error"]]
     return []
 
 
@@ -251,13 +284,18 @@ def check_baseline(request: RunRequest) -> list[InputError]:
     baseline = request.baseline_file()
     if baseline is None:
         return [request._loaded["baseline_error"]]
-    from searcheval.rankers.registry import CONFIGURATIONS
-
-    if baseline.configuration not in CONFIGURATIONS:
+    resolved, selected = request.resolved(), request.selected()
+    if resolved is None or selected is None:
+        return []  # the configurations' own problem is reported
+    if baseline.configuration not in resolved:
         return [InputError(f"gates configuration {baseline.configuration!r}, which does not "
-                           f"exist; expected one of {', '.join(CONFIGURATIONS)}",
+                           f"exist; {resolved.file} has {', '.join(resolved.entries)}",
                            file=baseline.path, field="configuration")]
-    names = request.configurations if isinstance(request.configurations, (list, tuple)) else []
+    if baseline.configuration != resolved.served:
+        return [InputError(f"gates configuration {baseline.configuration!r}, but "
+                           f"{resolved.file} serves {resolved.served!r}: the baseline is the "
+                           "served configuration's", file=baseline.path, field="configuration")]
+    names = [c.name for c in selected]
     if baseline.configuration not in names:
         return [InputError(
             f"the baseline gates {baseline.configuration!r}, which this run does not run "

@@ -36,6 +36,15 @@ class EvaluationResult:
     label: str | None = None  # e.g. the ranking version of a manual run
     conventions: dict = field(default_factory=dict)  # Conventions.to_dict(): values and sources
     queries: dict = field(default_factory=dict)  # query id -> {category, segments, intent, persona}
+    failures: dict = field(default_factory=dict)  # pipeline.failures_of: failed queries per configuration
+    what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
+    candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
+    cost: dict = field(default_factory=dict)  # pipeline.costs: usage and cost per configuration
+    documents: dict = field(default_factory=dict)  # pipeline.look_up_documents, per configuration
+
+    @property
+    def incomplete(self) -> list[str]:
+        return list((self.failures or {}).get("incomplete", []))
     judging: dict = field(default_factory=dict)  # judgments rule, pool sizes, bounds, agreement
     not_gated_reason: str | None = None  # why a run without a gate has none (always said)
 
@@ -76,6 +85,13 @@ class EvaluationResult:
             "coverage": self.coverage,
             "validation": self.validation,
             "embeddings": self.embeddings,
+            "failures": self.failures,
+            "incomplete": self.incomplete,
+            "what_ran": self.what_ran,
+            "candidate": self.candidate,
+            "cost": self.cost,
+            "documents": {name: {k: v for k, v in d.items() if k != "documents"}
+                          for name, d in (self.documents or {}).items()},
             "judging": self.judging,
         }
 
@@ -93,7 +109,8 @@ class EvaluationResult:
                                  **self.gate_status()},
                         "conventions": self.conventions,
                         "judging": {k: self.judging[k] for k in ("pool", "judgments")
-                                    if k in self.judging}},
+                                    if k in self.judging},
+                        "failures": self.failures, "what_ran": self.what_ran},
         }
 
     def metric_rows(self) -> list[dict]:
@@ -114,7 +131,7 @@ class EvaluationResult:
                     rows.append({"run_id": self.run_id, "configuration": conf,
                                  "category": category, "metric": metric, "value": value,
                                  "ci_low": None, "ci_high": None, "n": None})
-            for name in ("p50", "p95"):
+            for name in ("p50", "p95", "p99"):
                 rows.append({"run_id": self.run_id, "configuration": conf, "category": "all",
                              "metric": f"latency_{name}_ms", "value": s.latency_ms.get(name),
                              "ci_low": None, "ci_high": None, "n": None})
@@ -175,6 +192,12 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    if result.candidate:
+        lines.extend(candidate_lines(result.candidate))
+    for name in result.incomplete:
+        f = result.failures["configurations"][name]
+        lines.append(f"  incomplete: {name} failed {f['failed']} of {f['queries']} queries "
+                     f"(allowed {f['allowed']}): not gated")
     if result.gate is None:
         lines.append(result.gate_line())
     if result.gate is not None:
@@ -202,21 +225,26 @@ def markdown_report(result: EvaluationResult) -> str:
         w(f"- label: {result.label}\n")
     w(f"- model: {result.model}\n")
     if result.embeddings:
+        seconds = ((result.cost or {}).get("embedding") or {}).get("seconds")
         w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
-          f"{result.embeddings.get('from_cache', 0)} from the cache\n")
+          f"{result.embeddings.get('from_cache', 0)} from the cache"
+          + (f", {seconds:.1f} s" if seconds is not None else "") + "\n")
     if gate is not None:
         w(f"- gate: **{gate.verdict()}** ({gate.configuration} against `{gate.baseline_path}`, "
           f"tolerance {gate.tolerance:g})\n")
     else:
         w(f"- gate: **NOT GATED** ({result.not_gated_reason or 'no baseline'})\n")
+    if result.incomplete:
+        w(f"- **incomplete**: {', '.join(result.incomplete)} failed more queries than allowed; "
+          "the run is not gated\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
             w(f"- {line}\n")
     w("\n## Metrics\n\n")
     metrics = list(next(iter(result.scores.values())).means) if result.scores else []
-    w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms |\n")
-    w("|---|" + "---|" * (len(metrics) + 2) + "\n")
+    w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms | p99 ms |\n")
+    w("|---|" + "---|" * (len(metrics) + 3) + "\n")
     for name, s in result.scores.items():
         cells = []
         for m in metrics:
@@ -226,7 +254,8 @@ def markdown_report(result: EvaluationResult) -> str:
                 cell += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
             cells.append(cell)
         w(f"| {name} | " + " | ".join(cells)
-          + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} |\n")
+          + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} "
+          f"| {_fmt(s.latency_ms.get('p99'), 1)} |\n")
     w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
       "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
       f"queries the `{_policy(result)}` policy.\n")
@@ -249,6 +278,44 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {segment} | {sizes.get(segment, 0)} | "
                   + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
             w("\n")
+    if (result.cost or {}).get("configurations"):
+        w("## Cost\n\nUsage of each configuration this run, and its cost at the prices its "
+          "entry states (`prices:`; none stated: -).\n\n| configuration | requests | CPU s "
+          "| documents embedded | cost per run | cost per query |\n|---|---|---|---|---|---|\n")
+        for name, c in (result.cost.get("configurations") or {}).items():
+            w(f"| {name} | {c['requests']:.0f} | {c['cpu_s']:.3f} | {c['embedded']} "
+              f"| {_money(c['per_run'])} | {_money(c['per_query'])} |\n")
+        w("\n")
+    failed = {n: f for n, f in ((result.failures or {}).get("configurations") or {}).items()
+              if f.get("failed")}
+    if failed:
+        w("## Failed queries\n\nA failed query is an error of that query, never a score: it is "
+          "left out of its configuration's metrics.\n\n| configuration | query | cause | "
+          "attempts |\n|---|---|---|---|\n")
+        for name, f in failed.items():
+            for qid, error in list(f["errors"].items())[:FAILED_SHOWN]:
+                w(f"| {name} | {qid} | {_cell(error.get('cause', ''))} "
+                  f"| {error.get('attempts', 1)} |\n")
+            if f["failed"] > FAILED_SHOWN:
+                w(f"| {name} | and {f['failed'] - FAILED_SHOWN} more in metrics.json | | |\n")
+        w("\n")
+    if result.candidate:
+        c = result.candidate
+        w(f"## Candidate\n\n`{c['candidate']}` beside the served `{c['served']}` on the same "
+          "queries; the candidate is the one gated.\n\n| metric | served | candidate | delta |\n"
+          "|---|---|---|---|\n")
+        for metric, m in c["means"].items():
+            w(f"| {metric} | {_fmt(m['served'])} | {_fmt(m['candidate'])} "
+              f"| {_fmt(m['delta'])} |\n")
+        for label in ("better", "worse"):
+            rows = c[label]
+            w(f"\n{c['counts'][label]} queries got {label} on {c['metric']}"
+              + (":\n\n| query | category | served | candidate | delta |\n|---|---|---|---|---|\n"
+                 if rows else ".\n"))
+            for r in rows:
+                w(f"| {r['query_id']} | {r['category']} | {_fmt(r['served'])} "
+                  f"| {_fmt(r['candidate'])} | {_fmt(r['delta'])} |\n")
+        w("\n")
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:
@@ -299,6 +366,18 @@ def markdown_report(result: EvaluationResult) -> str:
             w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
     if result.judging:
         w(judging_markdown(result.judging, result.scores))
+    for name, d in (result.documents or {}).items():
+        w(f"\n## Top results of {name}\n\nTitles from its document lookup ({d['looked_up']} "
+          f"documents looked up; gone: {len(d['gone'])}; failed: {len(d['failed'])}).\n\n"
+          "| query | text | top results |\n|---|---|---|\n")
+        for qid, hits in list(d["top"].items())[:NOTED_QUERIES]:
+            text = (result.queries.get(qid) or {}).get("text", "")
+            w(f"| {qid} | {_cell(text)} | "
+              + "; ".join(_cell(str(h["title"] or h["id"])) for h in hits) + " |\n")
+    if result.what_ran:
+        w("\n## What ran\n\n")
+        for line in what_ran_lines(result.what_ran):
+            w(f"- {line}\n")
     noted = [(qid, q) for qid, q in result.queries.items() if _notes(q)]
     if noted:
         w("\n## Query notes\n\nIntent and persona of the golden queries, for whoever reads or "
@@ -314,6 +393,55 @@ def markdown_report(result: EvaluationResult) -> str:
 
 
 NOTED_QUERIES = 50
+FAILED_SHOWN = 20
+
+
+def _money(value: float | None) -> str:
+    return "-" if value is None else f"{value:.6g}"
+
+
+def candidate_lines(c: dict) -> list[str]:
+    """The console's side by side of a candidate and the served configuration."""
+    deltas = ", ".join(f"{m} {_fmt(v['delta'])}" for m, v in c["means"].items()
+                       if v["delta"] is not None)
+    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}"]
+    for label in ("better", "worse"):
+        names = ", ".join(f"{r['query_id']} ({r['delta']:+.3f})" for r in c[label])
+        lines.append(f"  {c['counts'][label]} {label} on {c['metric']}"
+                     + (f": {names}" if names else ""))
+    return lines
+
+
+def what_ran_lines(what_ran: dict) -> list[str]:
+    """The "What ran" section of report.md: each configuration with its hash and parameters
+    (secrets are never among them), then the code, versions, model and dataset."""
+    lines = []
+    if what_ran.get("configurations_file"):
+        lines.append(f"configurations file: `{what_ran['configurations_file']}` (served: "
+                     f"{what_ran.get('served')})")
+    for name, c in (what_ran.get("configurations") or {}).items():
+        params = json.dumps(c.get("params", {}), sort_keys=True, separators=(", ", ": "))
+        over = c.get("overridden") or {}
+        lines.append(f"`{name}` ({c.get('kind')}) sha256 `{c.get('sha256', '')[:12]}`"
+                     + (f", overridden: {json.dumps(over, sort_keys=True)}" if over else "")
+                     + f": `{params}`")
+    code = what_ran.get("code") or {}
+    if code:
+        lines.append(f"code: commit `{code.get('commit') or '-'}`"
+                     + (f", **dirty** (diff sha256 `{(code.get('diff_sha256') or '')[:12]}`)"
+                        if code.get("dirty") else ", clean"))
+    if what_ran.get("versions"):
+        lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in what_ran["versions"].items()))
+    model = what_ran.get("model") or {}
+    if model:
+        lines.append(f"model: {model.get('name')}, weights sha256 "
+                     f"`{(model.get('weights_sha256') or '-')[:12]}`")
+    dataset = what_ran.get("dataset") or {}
+    if dataset:
+        lines.append(f"dataset: sha256 `{dataset.get('sha256', '')[:12]}` over "
+                     + ", ".join(f"{name} `{h[:12]}`" for name, h in
+                                 (dataset.get("inputs") or {}).items()))
+    return lines
 
 
 def judging_markdown(judging: dict, scores: dict) -> str:

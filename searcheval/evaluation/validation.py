@@ -118,7 +118,7 @@ class ValidationReport:
     def to_dict(self) -> dict[str, Any]:
         by_reason = {reason: 0 for reason in STALE_REASONS}
         for s in self.stale:
-            by_reason[s.reason] += 1
+            by_reason[s.reason] = by_reason.get(s.reason, 0) + 1  # also the lookup's reasons
         return {
             "ok": self.ok,
             "queries": self.queries,
@@ -467,7 +467,8 @@ def validate_collection(
         # only the judged ids that the catalog holds: the same check, but GX copies the value
         # set into every metric's kwargs, so a whole BEIR corpus here costs seconds
         "resource_ids": sorted({j.doc_id for j in collection.judgments}
-                               & {r.id for r in collection.resources}, key=str),
+                               & ({r.id for r in collection.resources} if collection.has_catalog
+                                  else {j.doc_id for j in collection.judgments}), key=str),
         "max_age_days": float(max_age_days) if max_age_days is not None else math.inf,
     }
     frames = {"catalog": catalog, "queries": queries, "query_categories": category_counts,
@@ -476,6 +477,8 @@ def validate_collection(
     stale_rows: dict[str, list[dict[str, Any]]] = {}
     with _lock:
         for suite in SUITES:
+            if suite == "catalog" and not collection.has_catalog:
+                continue  # the engine holds the documents: there is no catalog to check
             result = _run_suite(suite, frames[suite], parameters)
             found, stale = _findings(suite, result, _file_of(collection, suite),
                                      len(frames[suite]))

@@ -214,7 +214,9 @@ FILES = ("catalog.json", "golden_queries.json", "judgments.csv")
 
 
 def is_fixtures(directory: str | Path) -> bool:
-    return all((Path(directory) / name).is_file() for name in FILES)
+    """The fixtures' layout: golden_queries.json and judgments.csv, and catalog.json unless the
+    search engine holds the documents itself (an http, python or trec configuration)."""
+    return all((Path(directory) / name).is_file() for name in FILES[1:])
 
 
 def load_fixtures(directory: str | Path, *, grade_scale: tuple[int, int] | None = None) -> Collection:
@@ -239,10 +241,18 @@ def load_fixtures(directory: str | Path, *, grade_scale: tuple[int, int] | None 
         scale, where = FIXTURE_GRADES, "default: the fixtures' scale"
     if settings.source is not None:
         sources["settings"] = Path(settings.source)
-    resources = load_catalog(sources["catalog"])
+    notes = []
+    if sources["catalog"].is_file():
+        resources = load_catalog(sources["catalog"])
+    else:
+        del sources["catalog"]
+        resources = []
+        notes.append("no catalog.json: the documents are the search engine's own; only "
+                     "configurations that hold their documents (http, python, trec) can run")
     queries = load_queries(sources["queries"])
     judgments = load_judgments(sources["judgments"], grade_scale=scale,
                                query_ids={q.id for q in queries})
     return Collection(name=directory.name, resources=resources, queries=queries,
                       judgments=judgments, grade_scale=scale, sources=sources, settings=settings,
-                      categories=CATEGORIES, provenance={"grade_scale": where})
+                      categories=CATEGORIES, provenance={"grade_scale": where}, notes=notes,
+                      has_catalog=bool(resources) or "catalog" in sources)

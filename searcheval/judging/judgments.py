@@ -162,11 +162,18 @@ def latest_by_judge(rows: list[JudgmentRow]) -> dict[tuple[str, str], dict[str, 
 
 
 def stale_reason(row: JudgmentRow, resource: Resource | None, *, now: datetime,
-                 max_age_days: float | None) -> str | None:
-    """Why `row` is stale (STALE_REASONS), or None when it is fresh."""
+                 max_age_days: float | None, catalog: bool = True) -> str | None:
+    """Why `row` is stale (STALE_REASONS), or None when it is fresh. Without a catalog (the
+    search engine holds the documents) a document is never "removed" for want of one: only its
+    age counts here (a document lookup says what is gone or changed)."""
+    judged = _utc(row.judged_at)
+    if resource is None and not catalog:
+        if judged is not None and max_age_days is not None \
+                and (_utc(now) - judged).total_seconds() / 86400 > max_age_days:
+            return "too-old"
+        return None
     if resource is None:
         return "resource-removed"
-    judged = _utc(row.judged_at)
     if row.content_hash is not None and row.content_hash != resource.content_hash:
         return "changed-after-judged"
     updated = _utc(resource.updated_at)
@@ -213,8 +220,9 @@ class Effective:
 
 def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Resource], *,
                         now: datetime | None = None,
-                        max_age_days: float | None = None) -> Effective:
-    """The effective grade of every pair under `rule`, from fresh rows (module docstring)."""
+                        max_age_days: float | None = None, catalog: bool = True) -> Effective:
+    """The effective grade of every pair under `rule`, from fresh rows (module docstring);
+    `catalog` False: the dataset has no documents of its own (`stale_reason`)."""
     now = _utc(now) or datetime.now(timezone.utc)
     by_id = {r.id: r for r in resources}
     judgments: list[Judgment] = []
@@ -228,7 +236,8 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
         stale: dict[str, tuple[JudgmentRow, str]] = {}
         for judge, row in by_judge.items():
             judges[judge] += 1
-            reason = stale_reason(row, by_id.get(pair[1]), now=now, max_age_days=max_age_days)
+            reason = stale_reason(row, by_id.get(pair[1]), now=now, max_age_days=max_age_days,
+                                  catalog=catalog)
             if reason is None:
                 fresh[judge] = row
             else:

@@ -49,7 +49,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
         raise InputError(f"judge {rule.judge!r} has no judgment of {judgment_set(collection)}; its judges "
                          f"are {', '.join(judges) or 'none'}", field="judgment_rule")
     effective = effective_judgments(rows, rule, collection.resources, now=now,
-                                    max_age_days=max_age_days)
+                                    max_age_days=max_age_days, catalog=collection.has_catalog)
     digests = {**collection.digests, "judgments_effective": effective.digest()}
     return replace(collection, judgments=effective.judgments, digests=digests), effective
 

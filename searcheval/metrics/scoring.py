@@ -59,11 +59,12 @@ class ConfigurationScores:
 
 
 def latency_summary(latency_ms: dict[str, float]) -> dict[str, float | None]:
+    """p50, p95, p99 of the per-query latencies (numpy's linear interpolation)."""
     if not latency_ms:
-        return {"p50": None, "p95": None}
+        return {"p50": None, "p95": None, "p99": None}
     values = np.fromiter(latency_ms.values(), dtype=np.float64)
-    p50, p95 = np.percentile(values, [50, 95])
-    return {"p50": float(p50), "p95": float(p95)}
+    p50, p95, p99 = np.percentile(values, [50, 95, 99])
+    return {"p50": float(p50), "p95": float(p95), "p99": float(p99)}
 
 
 def group_means(evaluation: Evaluation, groups: dict[str, list[str]]) -> dict[str, dict[str, float | None]]:
@@ -88,7 +89,9 @@ def score_run(run: RankedRun, qrels: Qrels, queries: list[Query],
               metrics: tuple[str, ...] = REPORT_METRICS,
               settings: Settings = Settings(), *, seed: int = 0) -> ConfigurationScores:
     """Score one configuration over every golden query (a query it did not answer is empty), per
-    category and per automatic segment (`searcheval.metrics.segments`)."""
+    category and per automatic segment (`searcheval.metrics.segments`). A query that failed
+    (`run.errors`) is left out: a failure is never scored as an empty result."""
+    queries = [q for q in queries if q.id not in run.errors]
     query_ids = [q.id for q in queries]
     evaluation = evaluate(qrels, run.as_run(), list(metrics), settings, query_ids=query_ids)
     categories = {q.id: q.category for q in queries}

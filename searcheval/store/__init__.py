@@ -27,8 +27,10 @@ from searcheval.store.history import (
                                       last_replay_runs,
                                       last_runs,
                                       replay_run_metrics,
+                                      run_configurations,
                                       run_metrics,
                                       run_query_results,
+                                      run_what_ran,
                                       run_segment_metrics,
                                       save_evaluation,
                                       save_replay,
@@ -49,5 +51,5 @@ __all__ = [
     "load_embeddings", "load_resources", "load_trace_table", "replay_run_metrics", "run_metrics",
     "run_query_results", "run_segment_metrics", "save_catalog", "save_doc_vectors",
     "save_embeddings", "save_evaluation",
-    "save_replay", "save_traces",
+    "save_replay", "save_traces", "run_configurations", "run_what_ran",
 ]

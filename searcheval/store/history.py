@@ -55,13 +55,17 @@ def _row(row: Any, columns: tuple[str, ...], required: tuple[str, ...], where: s
 
 
 def save_evaluation(conn: psycopg.Connection, run_row: dict, metric_rows: Sequence[dict],
-                    query_rows: Sequence[dict], segment_rows: Sequence[dict] = ()) -> None:
+                    query_rows: Sequence[dict], segment_rows: Sequence[dict] = (),
+                    what_ran: dict | None = None,
+                    configuration_rows: Sequence[dict] = ()) -> None:
     """Write one evaluation (the run, its metrics, its per-query values, its means per automatic
     segment) in one transaction.
 
     `run_row` has the `eval_runs` columns (`run_id` and `started_at` required; `input_hashes` and
     `summary` are JSON-able). Metric, query and segment rows may leave `run_id` out (it is filled
-    in); per-query rows go in with COPY.
+    in); per-query rows go in with COPY. `what_ran` (git_commit, git_dirty, incomplete,
+    what_ran) and `configuration_rows` (name, kind, sha256, served, resolved, failed_queries) are
+    the record of what ran (migration 003).
     """
     run = _run_row(run_row, RUN_COLUMNS, _RUN_REQUIRED)
     queries = [_row(r, QUERY_COLUMNS, _QUERY_REQUIRED, f"query_rows[{i}]", run["run_id"])
@@ -70,6 +74,16 @@ def save_evaluation(conn: psycopg.Connection, run_row: dict, metric_rows: Sequen
                 for i, r in enumerate(segment_rows)]
 
     def copy_queries(cur: psycopg.Cursor) -> None:
+        if what_ran is not None:
+            cur.execute(sql.UPDATE_EVAL_RUN_WHAT_RAN, {
+                "run_id": run["run_id"], "git_commit": what_ran.get("git_commit"),
+                "git_dirty": what_ran.get("git_dirty"),
+                "incomplete": bool(what_ran.get("incomplete")),
+                "what_ran": Jsonb(what_ran.get("what_ran") or {})})
+        if configuration_rows:
+            cur.executemany(sql.INSERT_EVAL_RUN_CONFIGURATION, [
+                {**r, "run_id": run["run_id"], "resolved": Jsonb(r["resolved"])}
+                for r in configuration_rows])
         if segments:
             cur.executemany(sql.INSERT_EVAL_SEGMENT_METRIC, segments)
         if queries:
@@ -129,6 +143,18 @@ def run_query_results(conn: psycopg.Connection, run_id: str) -> list[dict]:
     """The per-query rows of one run, by configuration, query, metric."""
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(sql.SELECT_RUN_QUERY_RESULTS, {"run_id": run_id}).fetchall()
+
+
+def run_configurations(conn: psycopg.Connection, run_id: str) -> list[dict]:
+    """The configurations one run ran: name, kind, sha256, served, resolved, failed_queries."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql.SELECT_RUN_CONFIGURATIONS, {"run_id": run_id}).fetchall()
+
+
+def run_what_ran(conn: psycopg.Connection, run_id: str) -> dict | None:
+    """git_commit, git_dirty, incomplete and the what_ran document of one run."""
+    with conn.cursor(row_factory=dict_row) as cur:
+        return cur.execute(sql.SELECT_RUN_WHAT_RAN, {"run_id": run_id}).fetchone()
 
 
 # --------------------------------------------------------------------------- replay history

@@ -315,6 +315,31 @@ ORDER BY configuration, segment, metric
 
 SET_TRANSACTION_READ_ONLY = "SET TRANSACTION READ ONLY"
 
+# -- the record of what ran (migration 003)
+
+UPDATE_EVAL_RUN_WHAT_RAN = """
+UPDATE eval_runs
+   SET git_commit = %(git_commit)s, git_dirty = %(git_dirty)s, incomplete = %(incomplete)s,
+       what_ran = %(what_ran)s
+ WHERE run_id = %(run_id)s
+"""
+
+INSERT_EVAL_RUN_CONFIGURATION = """
+INSERT INTO eval_run_configurations (run_id, name, kind, sha256, served, resolved, failed_queries)
+VALUES (%(run_id)s, %(name)s, %(kind)s, %(sha256)s, %(served)s, %(resolved)s, %(failed_queries)s)
+"""
+
+SELECT_RUN_CONFIGURATIONS = """
+SELECT name, kind, sha256, served, resolved, failed_queries
+  FROM eval_run_configurations
+ WHERE run_id = %(run_id)s
+ ORDER BY name
+"""
+
+SELECT_RUN_WHAT_RAN = """
+SELECT git_commit, git_dirty, incomplete, what_ran FROM eval_runs WHERE run_id = %(run_id)s
+"""
+
 # =========================================================================== judgments (issue 13)
 # Judgments with provenance, and pools of unjudged results (migrations/005_judgments.sql).
 

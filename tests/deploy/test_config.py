@@ -81,15 +81,16 @@ def test_schedules_nightly_at_three_replay_at_half_past_ranking_change_never():
 
 def test_ranking_change_takes_label_configurations_and_baseline():
     spec = next(s for s in load_deployment_specs() if s.name == "ranking-change")
-    assert {"label", "configurations", "baseline"} <= set(spec.parameters)
-    assert spec.parameters["configurations"] == ["bm25", "dense", "fused"]
+    assert {"label", "configurations_file", "baseline"} <= set(spec.parameters)
+    assert spec.parameters["configurations_file"] == "configurations.yaml"
     assert spec.parameters["baseline"] == "baseline.json"
     assert (ROOT / spec.parameters["baseline"]).is_file()
 
 
 #: parameters prefect.yaml sets on purpose to something else than the flow's default (the library's
 #: `searcheval.defaults`): each deployment writes its own output folder and labels its runs.
-OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries"}
+OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries",
+              "allow_dirty"}
 
 
 @pytest.mark.slow
@@ -108,7 +109,8 @@ def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
                 continue
             assert value == signature.parameters[name].default, (spec.name, name)
     nightly = inspect.signature(load_flow(load_deployment_specs()[0], ROOT).fn).parameters
-    assert nightly["configurations"].default == list(defaults.CONFIGURATIONS)
+    assert nightly["configurations"].default is None  # the configurations file's `run` list
+    assert nightly["configurations_file"].default == defaults.CONFIGURATIONS_FILE
     assert nightly["baseline"].default == defaults.BASELINE
     assert nightly["fixtures"].default == defaults.FIXTURES
     # None: the dataset's setting (searcheval.yaml), else defaults.COVERAGE_FLOOR (conventions.py)
@@ -312,8 +314,13 @@ def test_every_flow_parameter_has_a_description_and_closed_choices_are_enums(mon
                        if len((field.get("description") or "").split()) < 3]
         assert undescribed == [], name
     nightly = built["nightly"]._parameter_openapi_schema.model_dump()["properties"]
-    assert nightly["configurations"]["items"]["enum"] == list(CONFIGURATION_CHOICES) \
-        == list(defaults.CONFIGURATIONS)
+    from searcheval.rankers.configs import load_configurations
+
+    listed = [b.get("items", {}).get("enum") for b in nightly["configurations"]["anyOf"]]
+    assert listed == [list(CONFIGURATION_CHOICES), None]
+    assert list(CONFIGURATION_CHOICES) == list(load_configurations(ROOT / "configurations.yaml")
+                                               .entries)
+    assert set(defaults.CONFIGURATIONS) <= set(CONFIGURATION_CHOICES)
     assert nightly["metrics"]["items"]["enum"] == list(METRIC_CHOICES)
     assert set(defaults.REPORT_METRICS) <= set(METRIC_CHOICES)
     assert [b.get("enum") for b in nightly["gain"]["anyOf"]] == [list(GAINS), None]

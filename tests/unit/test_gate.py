@@ -158,5 +158,5 @@ def test_scoring_by_category_and_latency():
     s = scores_with_mrr({"q1": 1, "q2": 2, "q3": 1, "q4": 0})
     assert s.by_category["exact-name"]["mrr"] == pytest.approx((1 + 1 / 2) / 2)
     assert s.by_category["paraphrase"]["mrr"] == pytest.approx((1 + 0) / 2)
-    assert s.latency_ms == {"p50": 1.0, "p95": 1.0}
+    assert s.latency_ms == {"p50": 1.0, "p95": 1.0, "p99": 1.0}
     assert json.dumps(s.to_dict())  # JSON-able

@@ -1,0 +1,162 @@
+"""Document lookup: the documents of an engine that holds its own (http, python, trec), by id,
+for titles and text in the report and for staleness.
+
+A configuration names its lookup under `documents:`
+
+    documents:
+      url: http://127.0.0.1:8900/documents/{id}   # an HTTP GET by id ({id} URL-encoded) ...
+      # file: documents.jsonl                     # ... or a JSONL file, one object per document
+      id: id                 # file: the key of a document's id
+      title: title           # keys (dotted paths) in a document
+      text: text
+      content_hash: content_hash   # optional: a document's hash, for staleness
+      headers: {Authorization: {env: DOCS_TOKEN}}  # http: as the http kind's headers
+      timeout_s: 5
+      concurrency: 8
+
+Staleness from the lookup: a judged document the lookup says is gone (HTTP 404, or not in the
+file) makes its judgments stale (`document-gone`); one whose `content_hash` differs from the
+catalog's hash of the same id (when the dataset has a catalog) makes them stale
+(`document-changed`). Stale judgments are left out of scoring, as validation's are.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from searcheval.errors import InputError
+from searcheval.rankers.params import Param, check_params
+
+PARAMS = {
+    "url": Param("string", None, nullable=True),
+    "file": Param("string", None, nullable=True),
+    "id": Param("string", "id"),
+    "title": Param("string", "title"),
+    "text": Param("string", "text"),
+    "content_hash": Param("string", None, nullable=True),
+    "headers": Param("mapping", {}),
+    "timeout_s": Param("number", 5.0, above=0.0, maximum=600.0),
+    "concurrency": Param("integer", 8, minimum=1, maximum=64),
+}
+TEXT_SHOWN = 300
+
+
+def check_lookup(raw: Any, entry: str, file: str | None) -> dict:
+    params = check_params(PARAMS, raw or {}, f"{entry}.documents", file)
+    if (params["url"] is None) == (params["file"] is None):
+        raise InputError("expected exactly one of url (an HTTP GET by {id}) or file (JSONL)",
+                         file=file, field=f"{entry}.documents")
+    if params["url"] is not None and "{id}" not in params["url"]:
+        raise InputError("expected {id} in the lookup URL", file=file,
+                         field=f"{entry}.documents.url")
+    if params["file"] is not None:
+        path = Path(params["file"])
+        if not path.is_absolute() and file and not file.startswith("<"):
+            path = Path(file).resolve().parent / path
+        if not path.is_file():
+            raise InputError(f"no such documents file {str(path)!r}", file=file,
+                             field=f"{entry}.documents.file")
+        params["file"] = str(path)
+    for header, spec in params["headers"].items():
+        if not (isinstance(spec, Mapping) and len(spec) == 1 and "env" in spec):
+            raise InputError("expected {env: VARIABLE}", file=file,
+                             field=f"{entry}.documents.headers.{header}")
+    return params
+
+
+def _get(document: Any, path: str | None) -> Any:
+    if path is None:
+        return None
+    node = document
+    for key in path.split("."):
+        if not isinstance(node, Mapping) or key not in node:
+            return None
+        node = node[key]
+    return node
+
+
+def _shown(document: Mapping, params: dict) -> dict:
+    text = _get(document, params["text"])
+    return {"title": _get(document, params["title"]),
+            "text": None if text is None else str(text)[:TEXT_SHOWN],
+            "content_hash": _get(document, params["content_hash"])}
+
+
+def look_up(params: dict, ids: Iterable[str]) -> dict:
+    """{"documents": {id: {title, text, content_hash}}, "gone": [ids], "failed": {id: cause}}."""
+    ids = sorted(set(ids))
+    out: dict = {"documents": {}, "gone": [], "failed": {}}
+    if params["file"] is not None:
+        held = {}
+        with open(params["file"], encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    document = json.loads(line)
+                except ValueError:
+                    raise InputError("expected one JSON object per line", file=params["file"],
+                                     line=number) from None
+                doc_id = _get(document, params["id"])
+                if doc_id is not None:
+                    held[str(doc_id)] = document
+        for doc_id in ids:
+            if doc_id in held:
+                out["documents"][doc_id] = _shown(held[doc_id], params)
+            else:
+                out["gone"].append(doc_id)
+        return out
+    import httpx
+
+    headers = {}
+    for header, spec in params["headers"].items():
+        value = os.environ.get(spec["env"])
+        if not value:
+            raise InputError(f"the environment variable {spec['env']} is not set (the value of "
+                             f"header {header})", field=f"documents.headers.{header}")
+        headers[header] = value
+    with httpx.Client(headers=headers, timeout=params["timeout_s"]) as client:
+        def one(doc_id: str):
+            try:
+                response = client.get(params["url"].replace("{id}", quote(doc_id, safe="")))
+            except httpx.HTTPError as exc:
+                return doc_id, None, f"{type(exc).__name__}"
+            if response.status_code in (404, 410):
+                return doc_id, "gone", None
+            if response.status_code >= 400:
+                return doc_id, None, f"HTTP {response.status_code}"
+            try:
+                return doc_id, response.json(), None
+            except ValueError:
+                return doc_id, None, "not JSON"
+
+        with ThreadPoolExecutor(max_workers=params["concurrency"]) as pool:
+            for doc_id, document, error in pool.map(one, ids):
+                if error is not None:
+                    out["failed"][doc_id] = error
+                elif document == "gone":
+                    out["gone"].append(doc_id)
+                else:
+                    out["documents"][doc_id] = _shown(document, params)
+    return out
+
+
+def stale_from_lookup(lookup: dict, judgments, catalog_hashes: Mapping[str, str]) -> list[tuple]:
+    """(query_id, doc_id, reason) of the judgments the lookup makes stale."""
+    gone = set(lookup["gone"])
+    out = []
+    for j in judgments:
+        if j.doc_id in gone:
+            out.append((j.query_id, j.doc_id, "document-gone"))
+            continue
+        found = lookup["documents"].get(j.doc_id)
+        if found and found.get("content_hash") and j.doc_id in catalog_hashes \
+                and found["content_hash"] != catalog_hashes[j.doc_id]:
+            out.append((j.query_id, j.doc_id, "document-changed"))
+    return out
