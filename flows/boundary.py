@@ -34,8 +34,9 @@ class ExpectedOutcomes(logging.Filter):
             record.exc_info = None
             record.exc_text = None
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
-            # a handler checks the level after the logger's filters; the logger's own
-            # isEnabledFor ran before, so a DEBUG record still needs a handler that wants it
+            # the logger let the record through at its first level: at DEBUG it goes on only
+            # where DEBUG is wanted (PREFECT_LOGGING_LEVEL=DEBUG)
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 

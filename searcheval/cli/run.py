@@ -121,6 +121,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     except InputError as exc:
         print_refusal(exc, args.all_errors)
         raise
+    if args.check:
+        c = found.collection
+        gate = (f"gated: {found.baseline.configuration} against {found.baseline.path}"
+                if found.baseline is not None else f"NOT GATED ({found.not_gated_reason})")
+        print(f"inputs OK: {len(c.resources)} resources, {len(c.queries)} queries, "
+              f"{len(c.judgments)} judgments; {gate}")
+        return EXIT_OK
     if found.not_gated_reason:
         print(f"searcheval: gate: NOT GATED ({found.not_gated_reason})", file=sys.stderr)
     nightly = import_project_module("flows.nightly").nightly
@@ -239,6 +246,9 @@ def add_run(sub) -> None:
                    help=f"query shards per configuration (default {defaults.SHARDS})")
     p.add_argument("--embed-batch", type=int, default=defaults.EMBED_BATCH,
                    help=f"texts per embedding task (default {defaults.EMBED_BATCH})")
+    p.add_argument("--check", action="store_true",
+                   help="check every input and option, then stop: exit 0 if the run would "
+                        "start, 2 with the refusal (nothing is started or written)")
     p.add_argument("--all-errors", action="store_true",
                    help="on a refusal, print every problem found (the first stays the last line)")
     p.add_argument("--debug", action="store_true",

@@ -28,13 +28,17 @@ def run_count(url: str) -> int:
         return len(store.last_runs(conn, 1000))
 
 
-def cli(args: list[str], env_extra: dict[str, str]) -> subprocess.CompletedProcess:
+def cli(args: list[str], env_extra: dict[str, str], *,
+        ephemeral: bool = False) -> subprocess.CompletedProcess:
     """`searcheval run ...` in a process of its own, on this session's Prefect API (so its flow
-    run can be read back) and the module's database."""
+    run can be read back), or with `ephemeral` on a temporary server of its own as a user's
+    first run is; and the module's database."""
     from prefect.settings import PREFECT_API_URL
 
     env = {**os.environ, "PREFECT_API_URL": PREFECT_API_URL.value(), "HF_HUB_OFFLINE": "1",
            **env_extra}
+    if ephemeral:
+        env.pop("PREFECT_API_URL")
     return subprocess.run([str(Path(sys.executable).parent / "searcheval"), "run", *args], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=600)
 
@@ -194,3 +198,54 @@ def test_a_refused_scheduled_run_is_alerted_with_every_problem(flow_env, webhook
     assert len(summaries) == 2  # the tolerance and the baseline, both named
     assert "tolerance" in summaries[0] and f"{broken} field 'metrics.mrr'" in summaries[1]
     assert run_count(flow_env) == before and not (tmp_path / "out").exists()
+
+
+def table_rows(url: str) -> dict[str, tuple[int, str | None]]:
+    """Every table of the database: (row count, md5 of all its rows): any changed row shows."""
+    from psycopg import sql as pgsql
+
+    with database.connect(url) as conn:
+        tables = [r[0] for r in conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public' ORDER BY tablename")]
+        return {t: conn.execute(pgsql.SQL(
+            "SELECT count(*), md5(string_agg(x::text, ',' ORDER BY x::text)) FROM {} x"
+        ).format(pgsql.Identifier(t))).fetchone() for t in tables}
+
+
+@pytest.mark.parametrize("name,change,expect", [
+    ("catalog.json", lambda text: text.replace('"description": "', '"description": "\\u0000', 1),
+     "catalog.json:"),
+    ("judgments.csv", lambda text: "\ufeff" + text, None),
+])
+def test_mutated_inputs_end_to_end_refused_or_run_never_a_crash(flow_env,
+                                                               fixtures_copy, tmp_path, name,
+                                                               change, expect):
+    path = fixtures_copy / name
+    path.write_text(change(path.read_text(encoding="utf-8")), encoding="utf-8")
+    before = table_rows(flow_env)
+    done = cli(["--fixtures", str(fixtures_copy), "--output", str(tmp_path / "out")],
+               {"SEARCHEVAL_DATABASE_URL": flow_env})
+    assert done.returncode in (0, 1, 2) and "Traceback" not in done.stderr, done.stderr
+    if expect is None:  # a BOM is fine: the run goes ahead as without it
+        assert done.returncode == 0, done.stderr
+        assert json.loads((tmp_path / "out" / "metrics.json").read_text())["gate"]["status"] \
+            == "PASSED"
+    else:
+        last = done.stderr.strip().splitlines()[-1]
+        assert done.returncode == 2 and expect in last and "field 'description'" in last
+        assert "NUL" in last
+        assert table_rows(flow_env) == before and not (tmp_path / "out").exists()
+
+
+
+def test_on_a_temporary_prefect_server_the_refusal_is_still_the_last_line(flow_env, tmp_path):
+    """Prefect logs "Stopping temporary server" as the process exits, after the verdict: the
+    refusal stays the last line."""
+    done = cli(["--output", str(tmp_path / "out"), "--alert-block", "slack-webhook/nobody"],
+               {"SEARCHEVAL_DATABASE_URL": flow_env,  # the session's PREFECT_HOME: migrated
+                "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+                "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "120"}, ephemeral=True)
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith(
+        "searcheval: --alert-block: no Prefect block 'slack-webhook/nobody'")
