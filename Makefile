@@ -10,7 +10,7 @@ OUTPUT ?= out
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 
-.PHONY: install browser run test bench example-service clean
+.PHONY: install browser run test bench example-service ui clean
 
 install: $(STAMP)
 
@@ -47,6 +47,12 @@ bench: install
 EXAMPLE_PORT ?= 8900
 example-service: install
 	$(PY) -m examples.search_service --fixtures fixtures --port $(EXAMPLE_PORT)
+
+# A local Prefect server with its UI on UI_PORT (the UI is told that port: PREFECT_UI_API_URL);
+# runs, `searcheval serve` and workers reach it with PREFECT_API_URL=http://127.0.0.1:$(UI_PORT)/api.
+UI_PORT ?= 4200
+ui: install
+	$(VENV)/bin/searcheval ui --port $(UI_PORT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis $(OUTPUT)

@@ -19,26 +19,35 @@ from typing import Any
 
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
+from prefect.states import Completed
 
 from flows import boundary
+from flows.console import route_library_logs
+from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import task_runner_from_settings
-from searcheval import defaults
+from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import pipeline, provenance
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
-from searcheval.evaluation.report import EvaluationResult, console_table, query_notes
+from searcheval.evaluation.report import (
+    EvaluationResult,
+    console_table,
+    query_notes,
+    verdict_line,
+)
 from searcheval.io.collection import collection_hashes
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.configs import load_configurations
 from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection
 from tasks import evaluation as t
-from tasks.events import emit_gate_event
+from tasks.events import emit_gate_event, emit_verdict_event
 
 boundary.install()  # refusals and a tripped gate end the run Failed without a traceback
+route_library_logs()  # the progress lines reach the console and the flow run's logs
 
 
 def refuse(run_id: str, refused: Refused, alert_block: str | None):
@@ -77,12 +86,12 @@ def nightly(
     max_queries: int | None = None,
     baseline: str | None = defaults.BASELINE,
     no_baseline: bool = False,
-    configurations: list[str] | None = None,
+    configurations: ConfigurationNames = None,
     configurations_file: str = defaults.CONFIGURATIONS_FILE,
     overrides: dict[str, Any] | None = None,
     candidate: str | None = None,
     depth: int = defaults.DEPTH,
-    metrics: list[str] = list(defaults.REPORT_METRICS),
+    metrics: MetricNames = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
     coverage_k: int = defaults.COVERAGE_K,
     coverage_floor: float | None = None,
@@ -95,9 +104,9 @@ def nightly(
     shards: int = defaults.SHARDS,
     embed_batch: int = defaults.EMBED_BATCH,
     mapping: str | None = None,
-    gain: str | None = None,
+    gain: Gain = None,
     relevance_level: int | None = None,
-    no_relevant: str | None = None,
+    no_relevant: NoRelevant = None,
     grade_scale: list[int] | None = None,
     grade_map: dict[str, int] | None = None,
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
@@ -109,29 +118,76 @@ def nightly(
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
-    `fixtures`, `dataset` (a BEIR, WANDS or fixtures folder, told by its files) or `mapping` (a
-    table mapping file) names the inputs; `baseline` the reviewed baseline.json the gate reads;
-    `no_baseline=True` runs without a gate on purpose (the run then says NOT GATED; a missing
-    baseline, or one whose configuration is not run, is otherwise refused);
-    `label` tags a manual run (e.g. the ranking version). `configurations` names entries of
-    `configurations_file` (None: its `run` list); `overrides` changes their parameters for this
-    run, e.g. `{"fused.rrf_k": 20}` or `{"bm25": {"b": 0.5}}` (an overridden configuration has a
-    hash of its own); `candidate` names an entry to evaluate beside the served one on the same
-    queries: it is the one gated, and the queries it made better and worse are listed. The run
-    records what ran (configurations and hashes, git commit and dirty flag, versions, model,
-    dataset); with `allow_dirty` false (the scheduled deployment) a working tree with
-    uncommitted changes is refused, so the nightly always measures a commit. The conventions `gain`,
-    `relevance_level`, `no_relevant`, `grade_scale`, `grade_map` and the judged-share floor
-    `coverage_floor` default to None: the dataset's settings (searcheval.yaml), else
-    searcheval.defaults. Every run's ranked lists are kept in Postgres to `snapshot_depth`
-    ranks and diffed against the previous run of the dataset; snapshots older than
-    `snapshot_retention` (e.g. 90d; None keeps them) are pruned. `kind` (nightly, manual,
-    candidate) defaults to nightly for a run its schedule created, else manual. The database
-    comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a parameter,
-    so no password is stored with the flow run. Judgments are
-    read from Postgres (seeded from the dataset's own file) and combined by `judgment_rule`
-    (`median`, `majority` or `judge:NAME`); judges' agreement (Krippendorff's alpha) under
-    `agreement_floor` is alerted.
+    A missing baseline, or one whose configuration is not run, is refused unless `no_baseline`
+    (the run then says NOT GATED). The conventions default to None: the dataset's settings
+    (searcheval.yaml), else searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL
+    (embedded Postgres when unset), never from a parameter, so no password is stored with the
+    flow run. Judgments are read from Postgres (seeded from the dataset's own file). Every
+    run's ranked lists are kept in Postgres and diffed against the previous run of the dataset.
+    The run ends Failed when the gate trips; its final message is the verdict and where the
+    report is.
+
+    Args:
+        fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
+            judgments.csv), relative to the project folder; ignored when dataset or mapping
+            is set.
+        dataset: A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures'
+            layout, told by its files.
+        split: The BEIR qrels split to judge with (qrels/<split>.tsv).
+        max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty
+            for all.
+        baseline: The reviewed baseline.json the gate compares the served configuration with.
+        no_baseline: Run without a gate on purpose (the run says NOT GATED and why).
+        configurations: Entries of configurations_file to run; empty for the file's `run`
+            list.
+        configurations_file: The configurations file (YAML) naming each configuration's kind
+            and parameters, and the one production serves.
+        overrides: Parameters changed for this run, e.g. {"fused.rrf_k": 20} or
+            {"bm25": {"b": 0.5}} (an overridden configuration has a hash of its own).
+        candidate: An entry evaluated beside the served one on the same queries: it is the
+            one gated, and the queries it made better and worse are listed.
+        depth: How many results each configuration returns per query.
+        metrics: The metrics to score and report.
+        tolerance: The largest drop of a gated metric that still passes; empty for the
+            baseline's own tolerance.
+        coverage_k: Depth at which the judged share of each configuration's results is
+            measured.
+        coverage_floor: Judged share of the top coverage_k below which the run alerts; empty
+            for the dataset's setting, else the default.
+        max_age_days: Judgments older than this many days are stale and left out of scoring;
+            empty for no limit.
+        min_per_category: Fewest golden queries a query category may have.
+        output: Folder for metrics.json, report.md, per_query.csv and runs/; empty to publish
+            to the database and the artifacts only.
+        model_path: A sentence-transformers model folder instead of all-MiniLM-L6-v2.
+        label: A label for this run, e.g. the ranking version (shown in the report and the
+            alerts).
+        alert_block: A Prefect notification block to alert through, as 'type/name'.
+        shards: Query shards per configuration, run concurrently.
+        embed_batch: Texts per embedding task.
+        mapping: A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL queries,
+            instead of the fixtures.
+        gain: Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g, trec_eval's);
+            empty for the dataset's setting.
+        relevance_level: Lowest grade that counts as relevant for MRR, precision, recall and
+            MAP; empty for the dataset's setting.
+        no_relevant: nDCG and recall of a query without a relevant judgment: one, zero, or
+            skip it; empty for the dataset's setting.
+        grade_scale: The grades a judgment may have, as [lowest, highest]; empty for the
+            dataset's setting.
+        grade_map: Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0};
+            empty for the dataset's setting.
+        snapshot_depth: Ranks of each configuration's list kept in Postgres for diffs.
+        snapshot_retention: Snapshots older than this (e.g. 90d) are pruned; empty
+            keeps them all.
+        kind: What started the run (nightly, manual, candidate); empty for nightly
+            when its schedule created it, else manual.
+        judgment_rule: How the grades of several judges of one result combine: median,
+            majority, or judge:NAME (that judge's grade).
+        agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the
+            run alerts.
+        allow_dirty: Run from a working tree with uncommitted changes (false for the
+            scheduled deployment, so the nightly always measures a commit).
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -173,18 +229,22 @@ def nightly(
     t.seed_judgments(loaded)
     if needs_embeddings(selected):
         texts = pipeline.collection_texts(collection)
+        progress.start("embedding", len(texts), "texts")  # one report for all the batches
         batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
                    in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
-        embedded = t.index_collection(collection, texts, [b.result() for b in batches],
-                                      model_path)
+        done_batches = [b.result() for b in batches]
+        progress.finish("embedding")
+        embedded = t.index_collection(collection, texts, done_batches, model_path)
     else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
         embedded = pipeline.not_embedded(collection, model_path)
     parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
+    progress.start("searching", len(collection.queries) * len(selected), "queries")
     futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
                         for part in parts]
                for c in selected}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}
+    progress.finish("searching")
     failures = pipeline.failures_of(runs, selected, len(collection.queries))
 
     documents = pipeline.look_up_documents(runs, selected, collection)
@@ -198,8 +258,12 @@ def nightly(
     if failures["incomplete"]:  # failed queries beyond what their configuration allows
         verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
     else:
-        verdict = t.gate(scores, checked.baseline, tolerance, candidate,
-                         dataset_of(collection))
+        gated = t.gate(scores, checked.baseline, tolerance, candidate,
+                       dataset_of(collection),
+                       return_state=True)  # Failed when it trips: the task graph shows where
+        verdict = gated.result(raise_on_failure=False)
+        if isinstance(verdict, BaseException):
+            raise verdict
     side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
                     if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
@@ -221,13 +285,15 @@ def nightly(
                                        embedded.model, pipeline.model_sha256(model_path),
                                        collection_hashes(collection)))
     published = t.publish(result, runs, output, qrels, snapshot_retention)
-    table = console_table(result)
-    logger.info("results of %s\n%s", run_id, table)
-    logger.info("%s", result.gate_line())
+    table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
+    where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+    line = verdict_line(result, where)
+    logger.info("run %s: %s", run_id, line)
+    emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows
 
     alert = alert_for(result)
     if alert is not None:
-        alert.where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+        alert.where = where
         diff = published["diff"]
         if diff:
             alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
@@ -239,5 +305,8 @@ def nightly(
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "
-                          + "; ".join(trip.describe() for trip in verdict.tripped), table)
-    return {"run_id": run_id, "table": table, "metrics": result.metrics_document()}
+                          + "; ".join(trip.describe() for trip in verdict.tripped)
+                          + f"; report: {where}", table)
+    # the final state's message is the verdict: the UI and `prefect flow-run inspect` show it
+    return Completed(message=line, data={"run_id": run_id, "table": table, "verdict": line,
+                                         "report": where, "metrics": result.metrics_document()})

@@ -23,6 +23,7 @@ from searcheval.errors import InputError, ThresholdsMissed
 from searcheval.evaluation.alerts import Alert
 from searcheval.replay.compose import new_replay_id, plan_replay
 from searcheval.replay.report import missed_message, replay_alert, replay_document, replay_text
+from flows.parameters import MetricNames
 from tasks import replay as t
 
 
@@ -39,7 +40,7 @@ def replay(
     catalog: str | None = None,
     judgments: str | None = None,
     queries: str | None = None,
-    metrics: list[str] = list(defaults.REPLAY_METRICS),
+    metrics: MetricNames = list(defaults.REPLAY_METRICS),
     relevance_level: int = defaults.RELEVANCE_LEVEL,
     gain: Literal["exponential", "linear"] = defaults.GAIN,
     no_relevant: Literal["one", "zero", "skip"] = defaults.NO_RELEVANT,
@@ -54,14 +55,43 @@ def replay(
 ) -> dict:
     """Score recorded traces per segment against thresholds, with annotation coverage and A/B.
 
-    `traces` (a JSONL file, `traces_b` a second one to compare) or `from_db` (the search_traces
-    table) names the traces; `since` / `until` / `segment` select some (ts >= since, ts < until);
-    `configurations` picks one, or two to compare, by the traces' configuration field.
-    `thresholds`, `catalog`, `judgments`, `queries` are files as for `searcheval replay`.
     The database comes from SEARCHEVAL_DATABASE_URL (embedded Postgres when unset), never from a
-    parameter, so no password is stored with the flow run. With two configurations B loses,
-    and the run fails, when it has more losing than winning queries on a gated metric (or more
-    than `ab_max_losses`), or a significant drop.
+    parameter, so no password is stored with the flow run. A missed floor ends the run Failed. With two
+    configurations B loses, and the run fails, when it has more losing than winning queries on a
+    gated metric (or more than `ab_max_losses`), or a significant drop.
+
+    Args:
+        traces: A JSONL file of traces, one per line (trace_id, ts, query, segment,
+            retrieved_ids, and relevant_ids / relevance_scores when labelled).
+        traces_b: A second configuration's traces, compared with traces (A/B).
+        from_db: Read the traces from the search_traces table instead of a file.
+        since: Only traces with ts at or after this time (UTC when no zone is given).
+        until: Only traces with ts before this time.
+        segment: Only the traces of this segment.
+        configurations: By the traces' configuration field: one to score, or two to compare;
+            empty for the only one, or both when there are exactly two.
+        thresholds: A JSON file of floors: {"default": {metric: floor}, "segments":
+            {segment: {...}}, "min_coverage": share}.
+        catalog: catalog.json: labels of resources absent from it are stale and dropped.
+        judgments: Labels for traces that carry none, by query: judgments.csv, TREC or BEIR
+            qrels.
+        queries: golden_queries.json: matches traces without a query_id by their text.
+        metrics: The metrics to score per segment (the thresholds' metrics are added).
+        relevance_level: Lowest grade that counts as relevant for MRR, precision, recall and
+            MAP.
+        gain: Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g).
+        no_relevant: nDCG and recall of a labelled trace without a relevant result: one,
+            zero, or skip it.
+        max_grade: The grade scale is 0..max_grade.
+        max_bad_share: Bad lines are skipped up to this share of the file, refused above.
+        permutations: Random sign flips of the A/B paired randomization test.
+        seed: Seed of the A/B paired randomization test.
+        output: Folder for replay.json and report.md; empty for the database and the
+            artifacts only.
+        label: A label for this run (shown in the report and the alerts).
+        alert_block: A Prefect notification block to alert through, as 'type/name'.
+        ab_max_losses: With two configurations, B loses when more queries lose than this
+            (empty: when more lose than win).
     """
     logger = get_run_logger()
     run_id = new_replay_id()

@@ -142,9 +142,54 @@ def build_deployments(prefect_file: str | Path = PREFECT_FILE) -> list:
     return deployments
 
 
-def serve_deployments(prefect_file: str | Path = PREFECT_FILE, *, limit: int | None = None) -> None:
-    """Serve every deployment of `prefect_file` until interrupted (blocks)."""
+def bound_to_a_pool(deployments) -> list:
+    """The deployments the server already has under these names bound to a work pool (registered
+    by `prefect deploy`): a worker of that pool would run them too, without their pull steps."""
+    from prefect import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    bound = []
+    with get_client(sync_client=True) as client:
+        for deployment in deployments:
+            try:
+                existing = client.read_deployment_by_name(
+                    f"{deployment.flow_name}/{deployment.name}")
+            except ObjectNotFound:
+                continue
+            if existing.work_pool_name:
+                bound.append(existing)
+    return bound
+
+
+def take_over(bound) -> None:
+    """Delete the pool-bound deployments, so serving registers them again without the pool (their
+    flow runs stay, in the history)."""
+    from prefect import get_client
+
+    with get_client(sync_client=True) as client:
+        for existing in bound:
+            client.delete_deployment(existing.id)
+
+
+def serve_deployments(prefect_file: str | Path = PREFECT_FILE, *, limit: int | None = None,
+                      take_over_pool: bool = False) -> None:
+    """Serve every deployment of `prefect_file` until interrupted (blocks).
+
+    A deployment of the same name that `prefect deploy` bound to a work pool is refused (one line
+    saying what to do) unless `take_over_pool`: then it is re-registered without the pool, and
+    only this process runs it."""
     from prefect import serve
 
     os.chdir(project_root(prefect_file))
-    serve(*build_deployments(prefect_file), limit=limit)
+    deployments = build_deployments(prefect_file)
+    bound = bound_to_a_pool(deployments)
+    if bound and not take_over_pool:
+        names = ", ".join(f"{d.name!r}" for d in bound)
+        pools = ", ".join(sorted({d.work_pool_name for d in bound}))
+        raise InputError(f"the deployments {names} are bound to the work pool {pools} (by "
+                         "`prefect deploy`) and that pool's worker runs them: stop the worker "
+                         "and run `searcheval serve --take-over` to serve them from here instead, "
+                         "or keep the worker and do not serve", field="take_over")
+    if bound:
+        take_over(bound)
+    serve(*deployments, limit=limit)

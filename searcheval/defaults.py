@@ -71,3 +71,7 @@ GUIDELINE_VERSION = "1"  # version of the grading guideline the rating page show
 RATE_PORT = 8765  # `searcheval rate` listens on localhost:RATE_PORT
 RATE_TOKEN_ENV = "SEARCHEVAL_RATE_TOKEN"  # the token a non-loopback rating page requires
 DISAGREEMENTS = 10  # pairs with the largest disagreement listed in the report
+
+# `searcheval ui`: the local Prefect server and its UI (Prefect's own default port)
+UI_HOST = "127.0.0.1"
+UI_PORT = 4200

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import re
 from contextlib import nullcontext
 from dataclasses import fields
@@ -18,6 +19,7 @@ from datetime import datetime, timedelta, timezone
 from prefect import get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
+from prefect.states import Failed
 
 from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
@@ -26,6 +28,7 @@ from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
 from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
 from searcheval.evaluation.preflight import preflight as run_preflight
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
+from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.judging.judgments import Effective, parse_rule
@@ -36,6 +39,18 @@ from searcheval.rankers.configs import Configuration
 from searcheval.rankers.registry import needs_database, secret_blocks
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
+
+class _NoEmptyTraceback(logging.Filter):
+    """Prefect logs a task run that returned a Failed state (the tripped gate) with
+    exc_info=True but no exception, which prints a stray `NoneType: None` line: drop it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[0] is None:
+            record.exc_info = None
+        return True
+
+
+logging.getLogger("prefect.task_runs").addFilter(_NoEmptyTraceback())
 
 METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
@@ -195,12 +210,14 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
     return pipeline.score_runs(runs, collection, qrels, metrics, settings)
 
 
-@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+@task(cache_policy=NO_CACHE)
 def gate(scores: dict, baseline, tolerance: float | None, configuration: str | None = None,
          dataset: str | None = None):
-    """The gate (`baseline`: the preflight's Baseline, or a path) of `configuration` (a candidate;
-    default the baseline's); the spread of per-query differences for the minimum detectable
-    effect comes from the dataset's history in Postgres when there is one."""
+    """The verdict of `configuration` (a candidate; default the baseline's) against the baseline
+    (the preflight's Baseline, or a path). The spread of per-query differences for the minimum
+    detectable effect comes from the dataset's history in Postgres when there is one. When the
+    gate trips the task run ends Failed (the UI's task graph shows where the run failed) and
+    still hands the verdict on, so the flow publishes and alerts."""
     spread = {}
     if baseline is not None and dataset is not None:
         from searcheval.evaluation.baseline import Baseline, load_baseline
@@ -208,7 +225,12 @@ def gate(scores: dict, baseline, tolerance: float | None, configuration: str | N
         gated = baseline if isinstance(baseline, Baseline) else load_baseline(baseline)
         with open_database() as conn:
             spread = {m: pipeline.history_spread(conn, dataset, m) for m in gated.metrics}
-    return pipeline.gate_scores(scores, baseline, tolerance, configuration, spread)
+    verdict = pipeline.gate_scores(scores, baseline, tolerance, configuration, spread)
+    if verdict is not None and not verdict.passed:
+        return Failed(message=f"gate tripped for {verdict.configuration}: "
+                              + "; ".join(trip.describe() for trip in verdict.tripped),
+                      data=verdict)
+    return verdict
 
 
 def artifact_key(*parts: str | None) -> str:
@@ -267,7 +289,9 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                        for m, v in s.means.items()],
                 key=artifact_key(METRICS_ARTIFACT, result.dataset, name),
                 description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
-    create_markdown_artifact(markdown=markdown_report(result), key=REPORT_ARTIFACT,
+    # the UI's artifact pane is narrow: wide tables are cut so the report reads without
+    # scrolling sideways (report.md in the output folder keeps them whole)
+    create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
     if ran.get("configurations"):

@@ -1,6 +1,7 @@
 """Prefect events the flows emit for automations to act on.
 
-`searcheval.gate.tripped` is emitted when the served configuration fails the gate. Its resource
+`searcheval.verdict` is emitted at the end of every evaluation that got as far as the gate (its
+resource's name is the verdict line). `searcheval.gate.tripped` is emitted when the served configuration fails the gate. Its resource
 is the evaluation run (`searcheval.run.<run_id>`); inside a flow run Prefect adds the flow run,
 flow and deployment as related resources, so an automation can match on any of them. The
 payload carries what a notification needs: which metrics tripped, by how much, against which
@@ -14,6 +15,7 @@ from typing import Any
 from prefect.events import emit_event
 
 GATE_TRIPPED = "searcheval.gate.tripped"
+VERDICT = "searcheval.verdict"
 
 
 def gate_event_resource(result) -> dict[str, str]:
@@ -53,3 +55,12 @@ def emit_gate_event(result):
         return None
     return emit_event(GATE_TRIPPED, resource=gate_event_resource(result),
                       payload=gate_event_payload(result))
+
+
+def emit_verdict_event(run_id: str, line: str, passed: bool | None):
+    """Emit `searcheval.verdict` at the end of a run: its resource's name is the verdict line,
+    so `prefect deployment run --watch` (which prints the events of the flow run, and its logs
+    only when the server streams them) shows the verdict and where the report is."""
+    return emit_event(VERDICT, resource={"prefect.resource.id": f"searcheval.run.{run_id}",
+                                         "prefect.resource.name": line},
+                      payload={"run_id": run_id, "verdict": line, "passed": passed})

@@ -10,12 +10,20 @@ folder: `common.import_project_module`).
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Callable, Sequence
 
 from searcheval.cli.baseline import add_baseline
 from searcheval.cli.benchmark import add_benchmark
-from searcheval.cli.common import EXIT_REFUSED, Parser, option_flags, refusal_line
+from searcheval.cli.common import (
+    EXIT_OK,
+    EXIT_REFUSED,
+    Parser,
+    closed_stdout,
+    option_flags,
+    refusal_line,
+)
 from searcheval.cli.diff import add_diff
 from searcheval.cli.history import add_history
 from searcheval.cli.judgments import add_judgments, add_rate
@@ -23,12 +31,13 @@ from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
 from searcheval.cli.score import add_score
 from searcheval.cli.serve import add_serve
+from searcheval.cli.ui import add_ui
 from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
                             add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
-                            add_diff]
+                            add_diff, add_ui]
 
 
 def build_parser() -> Parser:
@@ -39,7 +48,16 @@ def build_parser() -> Parser:
     return parser
 
 
+def quiet_defaults(environ=os.environ) -> None:
+    """Before anything imports Prefect: its telemetry stays off unless the user turned it on
+    (a run never logs `Failed to send telemetry`), and the ephemeral server of a local run gets
+    a minute to start on a busy machine (Prefect's default is 20 s)."""
+    environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "60")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    quiet_defaults()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
@@ -51,6 +69,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exception(exc, file=sys.stderr)
         print(refusal_line(exc, option_flags(parser)), file=sys.stderr)  # the last line
         return EXIT_REFUSED
+    except BrokenPipeError:  # `searcheval ... | head`: the reader had enough; stop quietly
+        closed_stdout()
+        return EXIT_OK
 
 
 if __name__ == "__main__":

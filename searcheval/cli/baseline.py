@@ -14,7 +14,15 @@ import os
 from pathlib import Path
 
 from searcheval import defaults
-from searcheval.cli.common import EXIT_OK, Parser, add_database_url
+from searcheval.cli.common import (
+    EXIT_FAILED,
+    EXIT_MEANINGS,
+    EXIT_OK,
+    EXIT_REFUSED,
+    Parser,
+    add_database_url,
+    epilog,
+)
 from searcheval.errors import InputError
 
 
@@ -108,8 +116,12 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
 def add_baseline(sub) -> None:
     p = sub.add_parser("baseline", help="the reviewed baseline of the gate")
     bsub = p.add_subparsers(dest="baseline_command", required=True, parser_class=Parser)
-    u = bsub.add_parser("update", help="rewrite a dataset's baseline from a run, on purpose; "
-                                       "prints the diff")
+    u = bsub.add_parser("update", help="rewrite a dataset's baseline from a run, on purpose; prints the diff",
+                        **epilog(["searcheval baseline update --from-output out --dry-run",
+                                  "searcheval baseline update --from-run 20261203T030000Z-1a2b3c"],
+                                 {EXIT_OK: "written (or, with --dry-run, only the diff printed)",
+                                  EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
+                                  EXIT_FAILED: "the database failed"}))
     src = u.add_mutually_exclusive_group(required=True)
     src.add_argument("--from-run", help="a run id of the history in Postgres")
     src.add_argument("--from-output", type=Path, help="an output folder of `searcheval run` "

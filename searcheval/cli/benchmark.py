@@ -65,7 +65,8 @@ def add_benchmark(sub) -> None:
     e.set_defaults(handler=cmd_benchmark_embed)
     s = bsub.add_parser("search", help="HNSW recall, per-query latency and nDCG@10 of the "
                                        "configurations on a BEIR collection")
-    s.add_argument("--dataset", type=Path, default=scifact)
+    s.add_argument("--dataset", type=Path, default=scifact,
+                   help=f"a BEIR dataset folder (default {scifact})")
     s.add_argument("--split", default="test", help="BEIR qrels split (default test)")
     s.add_argument("--queries", type=int, help="only the first N judged queries")
     s.add_argument("--k", type=int, default=10, help="cut-off of the HNSW recall (default 10)")

@@ -14,12 +14,49 @@ from pathlib import Path
 
 EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
 
+EXIT_MEANINGS = {
+    EXIT_OK: "success",
+    EXIT_TRIPPED: "the gate tripped",
+    EXIT_REFUSED: "refused input (one line on stderr, nothing written)",
+    EXIT_FAILED: "another failure: database, model, backend (see the log)",
+}
+
+
+def epilog(examples: list[str], codes: dict[int, str]) -> dict:
+    """`add_parser` keywords that end a command's help with examples and its exit codes."""
+    lines = ["example:" if len(examples) == 1 else "examples:"]
+    lines += [f"  {example}" for example in examples]
+    lines += ["", "exit codes:"]
+    lines += [f"  {code}  {meaning}" for code, meaning in sorted(codes.items())]
+    return {"epilog": "\n".join(lines), "formatter_class": argparse.RawDescriptionHelpFormatter}
+
+
 class Parser(argparse.ArgumentParser):
     """argparse that reports a usage error as one line and exit 2, like any refused input."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
         print(f"searcheval: {message}", file=sys.stderr)
         raise SystemExit(EXIT_REFUSED)
+
+
+def closed_stdout() -> None:
+    """The reader of stdout went away (`searcheval ... | head`): send the rest to /dev/null, so
+    neither a later print nor Python's flush at exit complains with a traceback."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout is no file descriptor (a test captures it)
+        pass
+
+
+def print_results(*blocks: str) -> None:
+    """The results on stdout; a closed pipe ends them quietly and keeps the command's exit code."""
+    try:
+        for block in blocks:
+            print(block)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        closed_stdout()
 
 
 def _json_default(value):

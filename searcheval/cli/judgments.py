@@ -218,7 +218,8 @@ def add_judgments(sub) -> None:
     a = group.add_parser("agreement", help="agreement between judges: weighted kappa and alpha")
     a.add_argument("--floor", type=float, default=defaults.AGREEMENT_FLOOR,
                    help=f"alpha below which agreement is too low (default {defaults.AGREEMENT_FLOOR})")
-    a.add_argument("--format", choices=["table", "json"], default="table")
+    a.add_argument("--format", choices=["table", "json"], default="table",
+                   help="a table of the agreement figures (default), or JSON")
     _common(a)
     a.set_defaults(handler=cmd_agreement)
 

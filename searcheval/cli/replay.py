@@ -24,11 +24,14 @@ from pathlib import Path
 from searcheval import defaults
 from searcheval.cli.common import (
     EXIT_FAILED,
+    EXIT_MEANINGS,
     EXIT_OK,
+    EXIT_REFUSED,
     EXIT_TRIPPED,
     Parser,
     add_conventions,
     add_database_url,
+    epilog,
     print_json,
 )
 from searcheval.errors import DatabaseError, InputError
@@ -38,7 +41,13 @@ DEFAULT_METRICS = ",".join(defaults.REPLAY_METRICS)
 
 def add_replay(sub) -> None:
     """Register `searcheval replay`."""
-    p = sub.add_parser("replay", help="score recorded production traces without re-running search")
+    p = sub.add_parser("replay", help="score recorded production traces without re-running search",
+                       **epilog(["searcheval replay --traces fixtures/traces.jsonl --thresholds "
+                                 "fixtures/thresholds.json --catalog fixtures/catalog.json"],
+                                {EXIT_OK: "every floor met and coverage at or above its minimum",
+                                 EXIT_TRIPPED: "a floor missed or coverage under its minimum",
+                                 EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
+                                 EXIT_FAILED: "the database failed"}))
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--traces", type=Path, default=None,
                      help="JSONL, one trace per line: {trace_id, ts, query, query_id?, segment, "
@@ -83,7 +92,8 @@ def add_replay(sub) -> None:
     p.add_argument("--per-trace", action="store_true", help="add per_trace values to the JSON")
     p.add_argument("--output", type=Path, default=None,
                    help="also write DIR/replay.json (the JSON) and DIR/report.md")
-    p.add_argument("--format", choices=["table", "json"], default="table")
+    p.add_argument("--format", choices=["table", "json"], default="table",
+                   help="a table per segment (default), or the JSON document")
     p.set_defaults(handler=cmd_replay)
 
 
@@ -141,7 +151,8 @@ def add_traces(sub) -> None:
     load.add_argument("--max-bad-share", type=float, default=defaults.MAX_BAD_SHARE,
                       help="bad lines skipped up to this share of the file, refused above "
                            f"(default {defaults.MAX_BAD_SHARE})")
-    load.add_argument("--format", choices=["table", "json"], default="table")
+    load.add_argument("--format", choices=["table", "json"], default="table",
+                      help="two lines of counts (default), or the counts as JSON")
     load.set_defaults(handler=cmd_traces_load)
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from searcheval import defaults
 from searcheval.cli.common import (
     EXIT_FAILED,
+    EXIT_MEANINGS,
     EXIT_OK,
     EXIT_REFUSED,
     EXIT_TRIPPED,
@@ -18,7 +19,9 @@ from searcheval.cli.common import (
     add_database_url,
     collection_arguments,
     database_env,
+    epilog,
     import_project_module,
+    print_results,
 )
 from searcheval.errors import InputError
 
@@ -86,8 +89,31 @@ def print_refusal(exc: InputError, all_errors: bool) -> None:
               file=sys.stderr)
 
 
+def cmd_run_deployment(args: argparse.Namespace) -> int:
+    """On a deployment: only what the command line changed overrides its parameters (the flow
+    run checks them where it runs); its final message is the verdict."""
+    remote = import_project_module("flows.remote")
+    given = flow_parameters(run_request(args), args)
+    defaults_args = args.parser.parse_args([])
+    unchanged = flow_parameters(run_request(defaults_args), defaults_args)
+    params = {k: v for k, v in given.items() if v != unchanged.get(k)}
+    done = remote.run_on_deployment(args.deployment, params)
+    verdict = done.message.removeprefix("Flow run encountered an exception: ")
+    verdict = verdict.removeprefix("GateTripped: ")
+    print_results(f"flow run {done.name} ({done.id}): {done.state.lower()}"
+                  + (f", {done.url}" if done.url else ""), verdict or "(no verdict)")
+    if done.state == "COMPLETED":
+        return EXIT_OK
+    if verdict.startswith("gate tripped"):
+        return EXIT_TRIPPED
+    print(f"searcheval: the run failed: {verdict}", file=sys.stderr)
+    return EXIT_FAILED
+
+
 def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if args.deployment:
+        return cmd_run_deployment(args)
     if args.debug:
         os.environ["SEARCHEVAL_DEBUG"] = "1"
     try:
@@ -105,6 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if found.not_gated_reason:
         print(f"searcheval: gate: NOT GATED ({found.not_gated_reason})", file=sys.stderr)
     nightly = import_project_module("flows.nightly").nightly
+    import_project_module("flows.console").configure_console(quiet=args.quiet)
     from searcheval.errors import GateTripped, RunIncomplete
 
     params = flow_parameters(request, args)
@@ -115,12 +142,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     with database_env(args.database_url), runners.api_for_workers(runner):
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
     quiet_server_stop()
+    # the results on stdout, once: the table, then the verdict and where the report is
     if state.is_completed():
-        print(state.result()["table"])
+        done = state.result()
+        print_results(done["table"], done["verdict"])
         return EXIT_OK
     exc = state.result(raise_on_failure=False)
     if isinstance(exc, GateTripped):
-        print(exc.table)
+        print_results(exc.table, str(exc))
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
     if isinstance(exc, RunIncomplete):
@@ -155,7 +184,20 @@ def quiet_server_stop() -> None:
 
 
 def add_run(sub) -> None:
-    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)")
+    p = sub.add_parser("run", help="run the nightly evaluation once (the Prefect flow)",
+                       description="Run the nightly evaluation once: load, validate, embed, run "
+                                   "the configurations, score, gate against the baseline, "
+                                   "publish. The results table and the verdict go to stdout, "
+                                   "the logs to stderr.",
+                       **epilog(["searcheval run --fixtures fixtures --baseline baseline.json "
+                                 "--output out --label v2",
+                                 "searcheval run --dataset ../shared/datasets/scifact "
+                                 "--max-queries 50 --no-baseline --quiet",
+                                 "searcheval run --deployment ranking-change --label v2"],
+                                {EXIT_OK: "the gate passed (or no gate: --no-baseline)",
+                                 EXIT_TRIPPED: "the gate tripped (the run is still published)",
+                                 EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
+                                 EXIT_FAILED: EXIT_MEANINGS[EXIT_FAILED]}))
     add_collection(p)
     p.add_argument("--max-queries", type=int,
                    help="BEIR, WANDS, mappings: evaluate only the first N (judged) queries")
@@ -215,4 +257,11 @@ def add_run(sub) -> None:
                    help="on a refusal, print every problem found (the first stays the last line)")
     p.add_argument("--debug", action="store_true",
                    help="tracebacks for every failure, refusals and a tripped gate too")
-    p.set_defaults(handler=cmd_run)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="print only the results table and the verdict: no log lines (the "
+                        "flow run's logs still reach the Prefect API)")
+    p.add_argument("--deployment", metavar="NAME",
+                   help="run on this deployment of the Prefect server (PREFECT_API_URL), e.g. "
+                        "ranking-change, and wait: only the options given here override its "
+                        "parameters; prints the verdict and the flow run's address")
+    p.set_defaults(handler=cmd_run, parser=p)

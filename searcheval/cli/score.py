@@ -14,7 +14,15 @@ import sys
 from pathlib import Path
 
 from searcheval import defaults
-from searcheval.cli.common import EXIT_OK, add_conventions, format_value, print_json
+from searcheval.cli.common import (
+    EXIT_MEANINGS,
+    EXIT_OK,
+    EXIT_REFUSED,
+    add_conventions,
+    epilog,
+    format_value,
+    print_json,
+)
 from searcheval.errors import InputError
 
 
@@ -158,7 +166,10 @@ def _table(results, names, label, p_values, per_query: bool) -> None:
 
 
 def add_score(sub) -> None:
-    p = sub.add_parser("score", help="score TREC runs against qrels")
+    p = sub.add_parser("score", help="score TREC runs against qrels",
+                       **epilog(["searcheval score --qrels fixtures/example_qrels.trec --run "
+                                 "fixtures/example_run.trec --metrics ndcg@10,mrr --format json"],
+                                {EXIT_OK: "scored", EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED]}))
     p.add_argument("--qrels", required=True, type=Path,
                    help="TREC qrels (qid 0 docid grade) or BEIR qrels tsv")
     p.add_argument("--run", required=True, type=Path, action="append",

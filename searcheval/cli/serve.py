@@ -15,7 +15,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     serving = import_project_module("flows.serve")
 
     with database_env(args.database_url):  # flow runs are subprocesses: they inherit it
-        serving.serve_deployments(args.prefect_file or serving.PREFECT_FILE, limit=args.limit)
+        serving.serve_deployments(args.prefect_file or serving.PREFECT_FILE, limit=args.limit,
+                                  take_over_pool=args.take_over)
     return EXIT_OK
 
 
@@ -26,4 +27,8 @@ def add_serve(sub) -> None:
                    help="the deployments file (default: deploy/prefect.yaml of the project)")
     p.add_argument("--limit", type=int, default=None, help="most flow runs at the same time")
     add_database_url(p, "Postgres with pgvector for the flow runs")
+    p.add_argument("--take-over", action="store_true",
+                   help="deployments of the same names bound to a work pool by `prefect deploy` "
+                        "are registered again without the pool, so only this process runs them "
+                        "(without it, serve refuses them)")
     p.set_defaults(handler=cmd_serve)

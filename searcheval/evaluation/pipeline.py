@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-from searcheval import store
+from searcheval import progress, store
 from searcheval.defaults import REPORT_METRICS, SNAPSHOT_DEPTH
 from searcheval.errors import InputError
 from searcheval.evaluation.alerts import (
@@ -153,9 +153,12 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     `collection.queries`. The catalog must have been saved first."""
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
+    progress.start("indexing", len(collection.resources), "documents")
     documents = store.save_doc_vectors(conn, collection.catalog_id, model,
                                        [r.id for r in collection.resources],
                                        _matrix(vectors, [r.text for r in collection.resources]))
+    progress.advance("indexing", len(collection.resources))
+    progress.finish("indexing")
     stats = {"model": model, "documents": documents,
              "embedded": sum(b.embedded for b in batches),
              "from_cache": sum(b.from_cache for b in batches)}
@@ -206,7 +209,9 @@ def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
     `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
     context = RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
                          model=model, secrets=secrets or {})
-    return run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
+    run = run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
+    progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
+    return run
 
 
 def merge_runs(parts: list[RankedRun]) -> RankedRun:
@@ -436,14 +441,18 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
              "resolved": c, "failed_queries": failed.get(name, 0)}
             for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
     depth = result.snapshot_depth or SNAPSHOT_DEPTH
+    parts = (result.metric_rows(), result.query_rows(), result.segment_rows())
+    count = 1 + sum(len(part) for part in parts)
+    progress.start("storing", count, "rows")
     with conn.transaction():
-        store.save_evaluation(conn, result.run_row(), result.metric_rows(), result.query_rows(),
-                              result.segment_rows(),
+        store.save_evaluation(conn, result.run_row(), *parts,
                               what_ran={"git_commit": code.get("commit"),
                                         "git_dirty": code.get("dirty"),
                                         "incomplete": bool(result.incomplete),
                                         "what_ran": result.what_ran},
                               configuration_rows=rows)
+        progress.advance("storing", count)
+        progress.finish("storing")
         with conn.cursor() as cur:
             snapshots.set_run_identity(cur, result.run_id, dataset=result.dataset,
                                        label=result.label, kind=result.kind,

@@ -236,6 +236,12 @@ def console_table(result: EvaluationResult) -> str:
     return "\n".join(lines)
 
 
+def verdict_line(result: EvaluationResult, report: str | None) -> str:
+    """One line for a person watching the run (the CLI, `prefect deployment run --watch`, the
+    flow run's final state): the gate's status line and where the report is."""
+    return f"{result.gate_line()}; report: {report or '-'}"
+
+
 def markdown_report(result: EvaluationResult) -> str:
     out = io.StringIO()
     w = out.write

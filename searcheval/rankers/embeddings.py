@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import sys
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import Any
 import numpy as np
 import psycopg
 
-from searcheval import store
+from searcheval import progress, store
 from searcheval.errors import InputError
 
 # Before sentence_transformers / transformers / huggingface_hub are imported anywhere through us.
@@ -29,7 +28,7 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 #: missing texts above which a progress bar is shown (when stderr is a terminal): ~4 s of work.
-PROGRESS_MIN_TEXTS = 1000
+PROGRESS_CHUNK_BATCHES = 4  # model batches between two progress reports (~1 s on a CPU)
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
 _CONFIG_SUFFIXES = (".json", ".txt", ".model")  # configs, tokenizer and vocabulary files
@@ -167,6 +166,7 @@ class CachedEmbedder:
             return np.zeros((0, 0), dtype=np.float32)
         vectors = store.load_embeddings(self.conn, self.model, self.fingerprint, list(distinct))
         missing = [key for key in distinct if key not in vectors]
+        progress.skip("embedding", len(distinct) - len(missing))
         if missing:
             encoded = self._encode([distinct[key] for key in missing])
             store.save_embeddings(self.conn, self.model, self.fingerprint, zip(missing, encoded))
@@ -176,11 +176,16 @@ class CachedEmbedder:
         return np.stack([vectors[key] for key in keys]).astype(np.float32, copy=False)
 
     def _encode(self, texts: list[str]) -> list[np.ndarray]:
+        """The model over `texts` in chunks, each reported to the `embedding` progress (one
+        report for all the batches of a run; sentence-transformers' own bar only on request)."""
         model = load_model(self.model_path)
-        show = self.show_progress
-        if show is None:
-            show = sys.stderr.isatty() and len(texts) >= PROGRESS_MIN_TEXTS
-        encoded = model.encode(texts, batch_size=self.batch_size, show_progress_bar=show,
-                               convert_to_numpy=True, normalize_embeddings=True)
-        encoded = np.asarray(encoded, dtype=np.float32)
-        return list(encoded)
+        show = bool(self.show_progress)
+        chunk = self.batch_size * PROGRESS_CHUNK_BATCHES
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), chunk):
+            part = texts[start:start + chunk]
+            encoded = model.encode(part, batch_size=self.batch_size, show_progress_bar=show,
+                                   convert_to_numpy=True, normalize_embeddings=True)
+            out.extend(np.asarray(encoded, dtype=np.float32))
+            progress.advance("embedding", len(part))
+        return out

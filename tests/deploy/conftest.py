@@ -1,20 +1,17 @@
 """Deployment tests: a real Prefect server on loopback (subprocess, private PREFECT_HOME), worker
-and serve subprocesses, a loopback webhook receiver, and headless Chromium driven over the
-DevTools protocol. Every process started here is stopped when its fixture ends, even on failure.
+and serve subprocesses, and a loopback webhook receiver (the browser is the shared Playwright
+`browser`). Every process started here is stopped when its fixture ends, even on failure.
 """
 
 from __future__ import annotations
 
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 from deploy_support import (
-    CHROMIUM,
     ROOT,
     VENV_BIN,
-    Chromium,
     PrefectServer,
     Process,
     free_port,
@@ -25,16 +22,18 @@ from webhook_receiver import Receiver
 
 @pytest.fixture(scope="module")
 def prefect_server(tmp_path_factory, request):
-    """`prefect server start` on a free loopback port with its own PREFECT_HOME (SQLite there).
+    """`searcheval ui` (`prefect server start`, configured) on a free loopback port with its own
+    PREFECT_HOME (SQLite there).
 
     While it starts, the session's embedded Postgres starts too (the flow runs need it)."""
     home = tmp_path_factory.mktemp("prefect-server-home")
     port = free_port()
     url = f"http://127.0.0.1:{port}"
-    # the UI is served by the same process and must call this server, not the default :4200
-    env = prefect_env(home, f"{url}/api", PREFECT_UI_API_URL=f"{url}/api", PREFECT_UI_URL=url)
-    process = Process([str(VENV_BIN / "prefect"), "server", "start", "--host", "127.0.0.1",
-                       "--port", str(port)], home / "server.log", env, ROOT)
+    # `searcheval ui` on a port that is not the default: it alone tells the UI where its API is
+    env = prefect_env(home, f"{url}/api")
+    env.pop("PREFECT_UI_API_URL", None)
+    process = Process([str(VENV_BIN / "searcheval"), "ui", "--port", str(port)],
+                      home / "server.log", env, ROOT)
     try:
         request.getfixturevalue("database_url")
         deadline = time.monotonic() + 90
@@ -60,13 +59,3 @@ def receiver():
     r = Receiver()
     yield r
     r.close()
-
-
-@pytest.fixture(scope="module")
-def chromium(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.fail(f"{CHROMIUM} is missing: `make browser` installs it")
-    directory = tmp_path_factory.mktemp("chromium")
-    browser = Chromium(directory / "profile", directory / "chromium.log")
-    yield browser
-    browser.close()

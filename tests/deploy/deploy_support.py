@@ -1,17 +1,14 @@
-"""Helpers of the deployment tests: subprocesses in their own session, a Prefect server handle,
-a loopback webhook receiver, and headless Chromium driven over the DevTools protocol."""
+"""Helpers of the deployment tests: subprocesses in their own session and a Prefect server handle.
+The browser is the session's Playwright `browser` fixture (tests/conftest.py)."""
 
 from __future__ import annotations
 
-import base64
-import itertools
 import json
 import os
 import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +17,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
-CHROMIUM = "/usr/bin/chromium"
 UI_OUTPUT = ROOT / "test-output" / "ui"
 
 
@@ -100,81 +96,3 @@ class PrefectServer:
         with urllib.request.urlopen(request, timeout=10) as response:
             raw = response.read()
         return json.loads(raw) if raw else None
-
-
-class Chromium:
-    """Headless Chromium driven over the DevTools protocol (a websocket): navigate, wait for text,
-    click, screenshot. The Prefect UI is a JS app, so pages are read after they render."""
-
-    FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
-
-    def __init__(self, user_data_dir: Path, log: Path) -> None:
-        from websockets.sync.client import connect
-
-        self.process = Process([CHROMIUM, *self.FLAGS, f"--user-data-dir={user_data_dir}",
-                                "--remote-debugging-port=0", "--window-size=1400,1200",
-                                "about:blank"], log, dict(os.environ), log.parent)
-        port_file = user_data_dir / "DevToolsActivePort"
-        deadline = time.monotonic() + 30
-        while not (port_file.exists() and len(port_file.read_text().splitlines()) >= 2):
-            if time.monotonic() > deadline or not self.process.alive():
-                self.process.stop()
-                pytest.fail(f"chromium did not start:\n{self.process.tail()}")
-            time.sleep(0.1)
-        port = int(port_file.read_text().splitlines()[0])
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
-            page = next(t for t in json.load(r) if t["type"] == "page")
-        self.ws = connect(page["webSocketDebuggerUrl"], max_size=64 * 2**20)
-        self.ids = itertools.count(1)
-        self.call("Page.enable")
-
-    def call(self, method: str, **params):
-        message_id = next(self.ids)
-        self.ws.send(json.dumps({"id": message_id, "method": method, "params": params}))
-        while True:
-            message = json.loads(self.ws.recv(timeout=60))
-            if message.get("id") == message_id:
-                if "error" in message:
-                    raise RuntimeError(f"{method}: {message['error']}")
-                return message["result"]
-
-    def js(self, expression: str):
-        result = self.call("Runtime.evaluate", expression=expression, returnByValue=True,
-                           awaitPromise=True)
-        return result["result"].get("value")
-
-    def open(self, url: str) -> None:
-        self.call("Page.navigate", url=url)
-
-    def text(self) -> str:
-        return self.js("document.body ? document.body.innerText : ''") or ""
-
-    def wait_for_text(self, *needles: str, timeout: float = 30) -> str:
-        deadline = time.monotonic() + timeout
-        while True:
-            text = self.text()
-            if all(n in text for n in needles):
-                return text
-            if time.monotonic() > deadline:
-                pytest.fail(f"the page never showed {needles}; it shows:\n{text[:3000]}")
-            time.sleep(0.25)
-
-    def click_text(self, label: str) -> bool:
-        """Click the first tab, button or link whose whole text is `label`."""
-        return bool(self.js(
-            "(() => { const e = [...document.querySelectorAll('button, a, li, [role=tab]')]"
-            f".find(e => e.textContent.trim() === {json.dumps(label)}); "
-            "if (!e) return false; e.click(); return true; })()"))
-
-    def screenshot(self, path: Path) -> Path:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        shot = self.call("Page.captureScreenshot", format="png")
-        path.write_bytes(base64.b64decode(shot["data"]))
-        return path
-
-    def close(self) -> None:
-        try:
-            self.ws.close()
-        finally:
-            self.process.stop()

@@ -295,3 +295,46 @@ def test_the_compose_file_parses_and_wires_the_two_databases():
     for service in services.values():
         for port in service.get("ports", []):
             assert port.startswith("127.0.0.1:"), port
+
+
+# --------------------------------------------------------------------------- the Run form
+
+
+def test_every_flow_parameter_has_a_description_and_closed_choices_are_enums(monkeypatch):
+    """What the Prefect UI's Run form shows: the deployment's parameter_openapi_schema, as serve
+    registers it (prefect deploy builds it with the same parameter_schema(flow))."""
+    from flows.parameters import CONFIGURATION_CHOICES, GAINS, METRIC_CHOICES, NO_RELEVANT
+    from searcheval import defaults
+
+    monkeypatch.chdir(ROOT)
+    built = {d.name: d for d in build_deployments()}
+    for name, deployment in built.items():
+        schema = deployment._parameter_openapi_schema.model_dump()  # what is sent to the API
+        undescribed = [p for p, field in schema["properties"].items()
+                       if len((field.get("description") or "").split()) < 3]
+        assert undescribed == [], name
+    nightly = built["nightly"]._parameter_openapi_schema.model_dump()["properties"]
+    from searcheval.rankers.configs import load_configurations
+
+    listed = [b.get("items", {}).get("enum") for b in nightly["configurations"]["anyOf"]]
+    assert listed == [list(CONFIGURATION_CHOICES), None]
+    assert list(CONFIGURATION_CHOICES) == list(load_configurations(ROOT / "configurations.yaml")
+                                               .entries)
+    assert set(defaults.CONFIGURATIONS) <= set(CONFIGURATION_CHOICES)
+    assert nightly["metrics"]["items"]["enum"] == list(METRIC_CHOICES)
+    assert set(defaults.REPORT_METRICS) <= set(METRIC_CHOICES)
+    assert [b.get("enum") for b in nightly["gain"]["anyOf"]] == [list(GAINS), None]
+    assert [b.get("enum") for b in nightly["no_relevant"]["anyOf"]] == [list(NO_RELEVANT), None]
+    assert "gate" in nightly["baseline"]["description"]
+    replay = built["replay-nightly"]._parameter_openapi_schema.model_dump()["properties"]
+    assert replay["metrics"]["items"]["enum"] == list(METRIC_CHOICES)
+    assert replay["gain"]["enum"] == list(GAINS)
+
+
+def test_a_name_outside_the_choices_is_refused_by_the_library_not_by_the_schema():
+    """The choices are the form's; a name from the CLI or the API still reaches the flow's own
+    check, which refuses it naming the field (InputError, exit 2), not a pydantic error."""
+    from flows.nightly import nightly
+
+    validated = nightly.validate_parameters({"configurations": ["bm42"], "metrics": ["ndcg@7"]})
+    assert validated["configurations"] == ["bm42"] and validated["metrics"] == ["ndcg@7"]

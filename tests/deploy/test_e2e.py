@@ -1,7 +1,9 @@
 """End to end on a real Prefect server: `prefect deploy` of deploy/prefect.yaml, a process worker,
-a manual ranking-change run on the embedded Postgres, its artifacts read back through the API and
-seen in the Prefect UI in headless Chromium, the automations firing into a loopback webhook, and
-`searcheval serve` registering the same deployments.
+a manual ranking-change run on the embedded Postgres (`prefect deployment run --watch`, which
+prints the verdict), a tripped run started by `searcheval run --deployment`, their artifacts read
+back through the API and seen in the Prefect UI in headless Chromium (Playwright, the shared
+`browser`), the automations firing into a loopback webhook, and `searcheval serve` registering
+the same deployments.
 
 Screenshots are kept in test-output/ui/ (gitignored).
 """
@@ -13,6 +15,7 @@ import re
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -39,7 +42,7 @@ class Stack:
     automations: list[dict]
     started: float
     timings: dict[str, float] = field(default_factory=dict)
-    tripped: tuple[str, Path] | None = None  # the run ranking_change_run starts after its own
+    tripped: tuple[subprocess.Popen, Path] | None = None  # started after ranking_change_run
 
 
 def read_deployments(server: PrefectServer) -> dict[str, dict]:
@@ -107,32 +110,58 @@ def stack(prefect_server, new_database, receiver, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ranking_change_run(stack, tmp_path_factory):
-    """One manual run of `ranking-change` labelled v2, as CI would trigger it after a change.
+def ranking_change_run(stack, tmp_path_factory, request):
+    """One manual run of `ranking-change` labelled v2, as CI would trigger it after a change, with
+    `prefect deployment run --watch` (its output is kept: it must show the verdict).
 
-    When it is done, a second run with a baseline it cannot reach is started (`tripped_run`
-    waits for it): it runs in the worker while the checks of the first run go on, and after the
-    first, so that only the first fills the embedding cache."""
+    When it is done, a second run with a baseline it cannot reach is started with `searcheval run
+    --deployment` (`tripped_run` waits for it): it runs in the worker while the checks of the
+    first run go on, and after the first, so that only the first fills the embedding cache."""
     output = tmp_path_factory.mktemp("ranking-change-out")
     started = time.monotonic()
-    flow_run_id = start_run(stack.server, "ranking-change", label="v2", output=str(output))
-    run = wait_final(stack.server, flow_run_id, stack.worker)
+    watched = stack.server.cli("deployment", "run", f"{FLOW}/ranking-change", "--param",
+                               "label=v2", "--param", f"output={output}", "--watch",
+                               timeout=RUN_TIMEOUT_S)
+    UI_OUTPUT.mkdir(parents=True, exist_ok=True)
+    (UI_OUTPUT / "deployment-run-watch.txt").write_text(watched.stdout + watched.stderr)
+    match = re.search(r"UUID: ([0-9a-f-]{36})", watched.stdout)
+    assert match, watched.stdout
+    run = wait_final(stack.server, match.group(1), stack.worker)
     stack.timings["ranking_change_run_s"] = time.monotonic() - started
 
     tripped = tmp_path_factory.mktemp("tripped")
     baseline = json.loads((ROOT / "baseline.json").read_text())
     baseline["metrics"]["ndcg@10"] = 1.5  # cannot be reached: the gate trips
     (tripped / "baseline.json").write_text(json.dumps(baseline))
-    stack.tripped = (start_run(stack.server, "ranking-change", label="v3-regressed",
-                               baseline=str(tripped / "baseline.json"),
-                               output=str(tripped / "out")), tripped / "out")
-    return run, output
+    stack.tripped = (subprocess.Popen(
+        [str(VENV_BIN / "searcheval"), "run", "--deployment", "ranking-change", "--label",
+         "v3-regressed", "--baseline", str(tripped / "baseline.json"), "--output",
+         str(tripped / "out")], cwd=PROJECT, env=stack.server.env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True), tripped / "out")
+    request.addfinalizer(lambda: stop(stack.tripped[0]))
+    return run, output, watched.stdout
+
+
+def stop(process: subprocess.Popen) -> None:
+    """The tripped run's command, if a failure left it running, and its pipes."""
+    if process.poll() is None:
+        process.kill()
+    process.communicate()
 
 
 @pytest.fixture(scope="module")
 def tripped_run(stack, ranking_change_run):
-    flow_run_id, output = stack.tripped
-    return wait_final(stack.server, flow_run_id, stack.worker), output
+    """The tripped run, its output folder, and what `searcheval run --deployment` printed."""
+    process, output = stack.tripped
+    try:
+        out, err = process.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        pytest.fail(f"searcheval run --deployment still running:\n{stack.worker.tail()}")
+    match = re.search(r"^flow run \S+ \(([0-9a-f-]{36})\)", out)
+    assert match, (out, err)
+    run = wait_final(stack.server, match.group(1), stack.worker)
+    return run, output, process.returncode, out, err
 
 
 def test_prefect_deploy_registers_the_three_deployments_as_the_file_says(stack):
@@ -179,7 +208,7 @@ def test_the_automations_are_applied_once_each_and_notify_through_the_webhook_bl
 
 def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stack,
                                                                              ranking_change_run):
-    run, output = ranking_change_run
+    run, output, watched = ranking_change_run
     assert run["state"]["type"] == "COMPLETED", stack.worker.tail()
     assert run["parameters"]["label"] == "v2"
     deployment_id = stack.deployments["ranking-change"]["id"]
@@ -188,6 +217,11 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["label"] == "v2" and metrics["flow_run_id"] == run["id"]
     assert metrics["gate"]["passed"] is True
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
+    # `prefect deployment run --watch` and the final state name the verdict and the report
+    verdict = (f"gate: PASSED (no gated metric of fused dropped by more than the tolerance "
+               f"0.02, and no floor was missed); report: {output / 'report.md'}")
+    assert verdict in watched
+    assert run["state"]["message"] == verdict
 
     artifacts = artifacts_of(stack.server, run["id"])
     # the latest run's table and report, what ran, and one series per dataset and per
@@ -213,43 +247,118 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert "- label: v2" in report["data"]
 
 
-def test_the_ui_shows_the_flow_run_and_its_metrics_table(stack, ranking_change_run, chromium):
-    run, output = ranking_change_run
+def test_the_registered_run_form_describes_every_parameter_with_choices(stack):
+    """What `prefect deploy` sent the server is what the UI's Run form renders."""
+    schema = stack.deployments["ranking-change"]["parameter_openapi_schema"]["properties"]
+    assert all(field.get("description") for field in schema.values()), sorted(
+        name for name, field in schema.items() if not field.get("description"))
+    assert {"bm25", "dense", "fused"} <= set(schema["configurations"]["anyOf"][0]["items"]["enum"])
+    assert "ndcg@10" in schema["metrics"]["items"]["enum"]
+
+
+@contextmanager
+def ui_page(browser, width: int = 1280):
+    context = browser.new_context(viewport={"width": width, "height": 900})
+    try:
+        yield context.new_page()
+    finally:
+        context.close()
+
+
+def wait_for_text(page, *needles: str, timeout_s: float = 30) -> str:
+    """The page's text once every needle is in it (the Prefect UI renders after loading)."""
+    try:
+        page.wait_for_function("needles => needles.every(n => document.body && "
+                               "document.body.innerText.includes(n))", arg=list(needles),
+                               timeout=timeout_s * 1000)
+    except Exception:  # noqa: BLE001 - Playwright's TimeoutError: say what the page showed
+        pytest.fail(f"the page never showed {needles}; it shows:\n{page.inner_text('body')[:3000]}")
+    return page.inner_text("body")
+
+
+def click_tab(page, label: str) -> None:
+    page.locator("button, a, li, [role=tab]",
+                 has_text=re.compile(rf"^\s*{re.escape(label)}\s*$")).first.click()
+
+
+def horizontal_overflow(page) -> list[str]:
+    """Every element that is wider than its box (a scrollbar, or the page scrolling sideways)."""
+    return page.evaluate("""() => {
+        const out = [];
+        const root = document.scrollingElement;
+        if (root.scrollWidth > root.clientWidth + 1)
+            out.push(`page ${root.scrollWidth} > ${root.clientWidth}`);
+        for (const e of document.querySelectorAll('main *, [class*=markdown] *')) {
+            const style = getComputedStyle(e);
+            if (e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 1
+                && ['auto', 'scroll'].includes(style.overflowX))
+                out.push(`${e.tagName}.${e.className} ${e.scrollWidth} > ${e.clientWidth}`);
+        }
+        return out;
+    }""")
+
+
+def test_the_ui_shows_the_verdict_the_metrics_and_a_readable_report(stack, ranking_change_run,
+                                                                    browser):
+    run, output, _ = ranking_change_run
     metrics = json.loads((output / "metrics.json").read_text())
     server = stack.server
     started = time.monotonic()
+    artifacts = artifacts_of(server, run["id"])
+    with ui_page(browser) as page:
+        # the flow run page: its name, state and the verdict (the flow's last log line)
+        page.goto(f"{server.url}/runs/flow-run/{run['id']}")
+        wait_for_text(page, run["name"], "ranking-change", "Completed",
+                      "gate: PASSED (no gated metric of fused dropped by more than")
+        page.screenshot(path=UI_OUTPUT / "flow-run.png", full_page=True)
+        click_tab(page, "Artifacts")
+        text = wait_for_text(page, "searcheval-metrics", "searcheval-report",
+                             f"searcheval run {metrics['run_id']}")
+        assert "gate: PASSED" in text
 
-    chromium.open(f"{server.url}/runs/flow-run/{run['id']}")
-    chromium.wait_for_text(run["name"], "ranking-change", "Completed", "Artifacts")
-    assert chromium.click_text("Artifacts")
-    text = chromium.wait_for_text("searcheval-metrics", "searcheval-report",
-                                  f"searcheval run {metrics['run_id']}")
-    assert "gate: PASSED" in text  # the gate line every output states (evaluation/gate.py)
-    time.sleep(0.5)  # let the cards finish rendering before the picture
-    flow_run_png = chromium.screenshot(UI_OUTPUT / "flow-run.png")
+        # the metrics artifact: one row per configuration with its rounded means
+        page.goto(f"{server.url}/artifacts/artifact/{artifacts['searcheval-metrics']['id']}")
+        shown = {name: metrics["configurations"][name]["means"] for name in ("bm25", "fused")}
+        text = wait_for_text(page, "searcheval-metrics", run["name"], "fused", "dense", "bm25",
+                             *(f"{round(means[m], 4):g}" for means in shown.values()
+                               for m in ("ndcg@10", "mrr")))
+        assert "gate: PASSED" in text
+        page.screenshot(path=UI_OUTPUT / "metrics-artifact.png", full_page=True)
 
-    table = artifacts_of(server, run["id"])["searcheval-metrics"]
-    chromium.open(f"{server.url}/artifacts/artifact/{table['id']}")
-    fused = metrics["configurations"]["fused"]["means"]
-    bm25 = metrics["configurations"]["bm25"]["means"]
-    # the table as the UI renders it: one row per configuration with its rounded means
-    text = chromium.wait_for_text("searcheval-metrics", run["name"], "fused", "dense", "bm25",
-                                  f"{round(fused['ndcg@10'], 4):g}",
-                                  f"{round(bm25['ndcg@10'], 4):g}")
-    assert "gate: PASSED" in text  # the gate line every output states (evaluation/gate.py)
-    artifact_png = chromium.screenshot(UI_OUTPUT / "metrics-artifact.png")
+        # the report: rendered markdown, readable at a laptop's width without scrolling sideways
+        page.goto(f"{server.url}/artifacts/artifact/{artifacts['searcheval-report']['id']}")
+        wait_for_text(page, f"searcheval run {metrics['run_id']}", "Metrics", "By category")
+        page.wait_for_timeout(500)  # the tables finish their layout
+        overflow = horizontal_overflow(page)
+        assert not overflow, "\n".join(overflow)
+        page.screenshot(path=UI_OUTPUT / "report-artifact.png", full_page=True)
     stack.timings["ui_s"] = time.monotonic() - started
+    for name in ("flow-run", "metrics-artifact", "report-artifact"):
+        data = (UI_OUTPUT / f"{name}.png").read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, name
 
-    for png in (flow_run_png, artifact_png):
-        data = png.read_bytes()
-        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000, png
 
-
-def test_a_tripped_gate_fails_the_run_and_the_failed_automation_notifies(tripped_run, receiver):
-    run, output = tripped_run
+def test_a_tripped_gate_fails_its_task_and_the_run_and_the_failed_automation_notifies(
+        stack, tripped_run, receiver, browser):
+    run, output, code, out, err = tripped_run
     assert run["state"]["type"] == "FAILED"
     assert run["parameters"]["label"] == "v3-regressed"
     assert json.loads((output / "metrics.json").read_text())["gate"]["passed"] is False
+    # `searcheval run --deployment` printed the run, the verdict and the report, and exited 1
+    assert code == 1, (out, err)
+    lines = out.splitlines()
+    assert lines[0].startswith(f"flow run {run['name']} ({run['id']}): failed")
+    assert lines[1].startswith("gate tripped for fused: ndcg@10: ")
+    assert lines[1].endswith(f"; report: {output / 'report.md'}")
+    # the gate's task run is the one that failed; the steps around it completed
+    tasks = {t["name"].rsplit("-", 1)[0]: t["state"]["type"] for t in stack.server.api(
+        "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})}
+    assert tasks["gate"] == "FAILED"
+    assert tasks["score"] == tasks["publish"] == "COMPLETED"
+    with ui_page(browser) as page:
+        page.goto(f"{stack.server.url}/runs/flow-run/{run['id']}")
+        wait_for_text(page, run["name"], "Failed", "gate: TRIPPED (ndcg@10: ")
+
     body = receiver.wait_for(lambda b: b.get("source") == "prefect-automation"
                              and run["name"] in b["subject"], timeout=45)
     assert body is not None, receiver.bodies
@@ -281,23 +390,35 @@ def test_the_gate_event_reaches_the_gate_automation(stack, receiver):
     assert "mrr: 0.800 vs baseline 0.900 (-0.100)" in body["body"]
 
 
-def test_searcheval_serve_registers_the_same_deployments_and_polls_for_their_runs(stack,
-                                                                                  tmp_path):
-    """Last: serving re-registers the deployments under the same names, without pull steps (the
-    runner starts flow runs in the project root itself), and polls for their runs."""
+def test_searcheval_serve_refuses_pool_deployments_then_takes_them_over_and_polls(stack,
+                                                                                   tmp_path):
+    """Last: the deployments `prefect deploy` bound to the pool are refused by a plain `serve`
+    (one line saying what to do); `serve --take-over` registers them again under the same names,
+    without the pool and without pull steps (the runner starts flow runs in the project root
+    itself, so no worker can pick them up and crash on `path: None`), and polls for their runs."""
     specs = {s.name: s for s in load_deployment_specs()}
     stack.worker.stop()  # from now on only the runner of `searcheval serve` polls
+    env = stack.server.env(SEARCHEVAL_DATABASE_URL=stack.database_url,
+                           SEARCHEVAL_PROJECT=str(ROOT))
+    refused = subprocess.run([str(VENV_BIN / "searcheval"), "serve"], cwd=tmp_path, env=env,
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 2, refused.stderr[-3000:]
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("searcheval: --take-over: the deployments 'nightly', 'ranking-change', "
+                           "'replay-nightly' are bound to the work pool searcheval")
+    assert "searcheval serve --take-over" in line
+    assert set(read_deployments(stack.server)) == set(specs)  # nothing was changed
+
     since = datetime.now(timezone.utc)
     started = time.monotonic()
     # started outside the project: SEARCHEVAL_PROJECT names it (flows/ and tasks/ are not installed)
-    serve = Process([str(VENV_BIN / "searcheval"), "serve"], tmp_path / "serve.log",
-                    stack.server.env(SEARCHEVAL_DATABASE_URL=stack.database_url,
-                                     SEARCHEVAL_PROJECT=str(ROOT)), tmp_path)
+    serve = Process([str(VENV_BIN / "searcheval"), "serve", "--take-over"],
+                    tmp_path / "serve.log", env, tmp_path)
     try:
         deadline = time.monotonic() + 90
         while True:
             deployments = read_deployments(stack.server)
-            if all(d["pull_steps"] is None and d["last_polled"]
+            if set(deployments) == set(specs) and all(not d["pull_steps"] and d["last_polled"]
                    and datetime.fromisoformat(d["last_polled"]) > since
                    for d in deployments.values()):
                 break
@@ -307,8 +428,8 @@ def test_searcheval_serve_registers_the_same_deployments_and_polls_for_their_run
         stack.timings["serve_registered_s"] = time.monotonic() - started
         assert set(deployments) == set(specs)
         for name, deployment in deployments.items():
-            assert deployment["id"] == stack.deployments[name]["id"]  # same name, same deployment
-            assert deployment["updated"] > stack.deployments[name]["updated"]
+            assert deployment["id"] != stack.deployments[name]["id"]  # registered again
+            assert deployment["work_pool_name"] is None  # no worker can take its runs
             assert deployment["status"] == "READY"
             assert deployment["entrypoint"] == specs[name].entrypoint
             assert deployment["parameters"] == specs[name].parameters
@@ -316,6 +437,12 @@ def test_searcheval_serve_registers_the_same_deployments_and_polls_for_their_run
                     for s in deployment["schedules"]] == [(c.cron, c.timezone, c.active)
                                                           for c in specs[name].schedules]
         assert serve.alive()
+        # a manual run of a taken-over deployment runs in the project root, served from here
+        flow_run_id = start_run(stack.server, "ranking-change", label="served",
+                                output=str(tmp_path / "served"))
+        run = wait_final(stack.server, flow_run_id, serve)
+        assert run["state"]["type"] == "COMPLETED", serve.tail()
+        assert json.loads((tmp_path / "served" / "metrics.json").read_text())["label"] == "served"
     finally:
         serve.stop()
     stack.timings["module_s"] = time.monotonic() - stack.started  # from the server being up

@@ -177,6 +177,32 @@ def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_
     assert gate_alerts[0]["run_id"] == doc["run_id"]
     assert gate_alerts[0]["reasons"][0]["delta"] == pytest.approx(-0.1)
     assert "s3cret-token" not in captured.out + captured.err
+    # the task graph shows where: the gate's task run ended Failed, the steps before it did not,
+    # and publish still ran after it; the flow run's final message is the verdict
+    flow_run, runs = task_runs_of(doc["flow_run_id"])
+    assert runs["gate"].state.type.value == "FAILED"
+    assert runs["gate"].state.message.startswith("gate tripped for fused: mrr: ")
+    assert runs["score"].state.type.value == runs["publish"].state.type.value == "COMPLETED"
+    flow_state = flow_run.state
+    assert flow_state.type.value == "FAILED"
+    assert f"report: {tmp_path / 'out' / 'report.md'}" in flow_state.message
+
+
+def task_runs_of(flow_run_id: str) -> dict:
+    """The flow run and its task runs by task name (`gate-49f` -> `gate`)."""
+    import anyio
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    async def read():
+        async with get_client() as client:
+            flow_run = await client.read_flow_run(flow_run_id)
+            runs = await client.read_task_runs(
+                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+            return flow_run, runs
+
+    flow_run, runs = anyio.run(read)
+    return flow_run, {run.name.rsplit("-", 1)[0]: run for run in runs}
 
 
 def test_a_judgment_of_a_removed_resource_is_stale_left_out_and_alerted(first_run, flow_env,
