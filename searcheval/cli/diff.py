@@ -53,7 +53,8 @@ def add_diff(sub) -> None:
                    f"(default {','.join(defaults.GATED_METRICS)})")
     p.add_argument("-k", "--k", type=int, default=defaults.DIFF_TOP_K,
                    help=f"results shown side by side (default {defaults.DIFF_TOP_K})")
-    p.add_argument("--format", choices=["markdown", "json"], default="markdown")
+    p.add_argument("--format", choices=["markdown", "json"], default="markdown",
+                   help="markdown (default) or json, for other tools")
     p.add_argument("--output", type=Path, help="write the diff to this file, print the headline")
     add_database_url(p)
     p.set_defaults(handler=cmd_diff)
