@@ -295,7 +295,10 @@ def nightly(
     if alert is not None:
         alert.where = where
         diff = published["diff"]
-        if diff:
+        if published["candidate_diff"]:  # a candidate run: what the candidate changed
+            alert.diff = (f"{output}/{run_id}/candidate_diff.md" if output else "artifact "
+                          + t.artifact_key(t.CANDIDATE_DIFF_ARTIFACT, result.dataset))
+        elif diff:
             alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
                           + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
                                            diff["b"]["configuration"]))

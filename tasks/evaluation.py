@@ -56,6 +56,7 @@ METRICS_ARTIFACT = "searcheval-metrics"
 REPORT_ARTIFACT = "searcheval-report"
 WHAT_RAN_ARTIFACT = "searcheval-what-ran"
 DIFF_ARTIFACT = "searcheval-diff"
+CANDIDATE_DIFF_ARTIFACT = "searcheval-candidate-diff"
 REFUSAL_ARTIFACT = "searcheval-refusal"
 IO_RETRIES = dict(retries=2, retry_delay_seconds=[1, 5])
 
@@ -253,11 +254,15 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     with open_database() as conn:
         rows = pipeline.publish_history(conn, result, runs, qrels)
         diff = pipeline.diff_with_previous(conn, result)
+        candidate_diff = pipeline.diff_candidate(conn, result)
         pruned = prune_snapshots(conn, parse_age(retention)) if retention else None
     if pruned and pruned["rows"]:
         logger.info("pruned %d snapshot rows of %d runs older than %s", pruned["rows"],
                     pruned["runs"], retention)
     extra = {"diff.md": diff_markdown(diff), "diff.json": diff_json(diff)} if diff else {}
+    if candidate_diff:
+        extra |= {"candidate_diff.md": diff_markdown(candidate_diff),
+                  "candidate_diff.json": diff_json(candidate_diff)}
     if output:
         write_outputs(result, runs, output, extra)
     gate = result.gate
@@ -311,7 +316,15 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
             key=artifact_key(DIFF_ARTIFACT, result.dataset, diff["b"]["configuration"]),
             description=f"searcheval run {result.run_id} against {diff['a']['run_id']}: "
                         f"{diff['headline']}")
-    return {"snapshot_rows": rows, "diff": diff, "pruned": pruned}
+    if candidate_diff:
+        create_markdown_artifact(
+            markdown=diff_markdown(candidate_diff, limit=20),
+            key=artifact_key(CANDIDATE_DIFF_ARTIFACT, result.dataset),
+            description=f"searcheval run {result.run_id}: candidate "
+                        f"{candidate_diff['b']['configuration']} against served "
+                        f"{candidate_diff['a']['configuration']}: {candidate_diff['headline']}")
+    return {"snapshot_rows": rows, "diff": diff, "candidate_diff": candidate_diff,
+            "pruned": pruned}
 
 
 def tag_flow_run(tags: list[str]) -> None:

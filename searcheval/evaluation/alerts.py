@@ -28,7 +28,8 @@ class Alert:
     run_id: str
     reasons: list[dict] = field(default_factory=list)  # {"kind", "summary", ...details}
     where: str | None = None  # report path or UI address
-    diff: str | None = None  # where the diff against the previous run is (file or artifact)
+    diff: str | None = None  # where the diff is (file or artifact): a candidate against the
+    # served configuration for a candidate run, else against the previous run
     worst: list[str] = field(default_factory=list)  # the diff's worst queries, with their text
 
     @property
@@ -42,7 +43,7 @@ class Alert:
         if self.where:
             lines.append(f"details: {self.where}")
         if self.diff:
-            lines.append(f"diff against the previous run: {self.diff}")
+            lines.append(f"diff, query by query: {self.diff}")
         if self.worst:
             lines.append("worst queries:")
             lines += [f"  {line}" for line in self.worst]

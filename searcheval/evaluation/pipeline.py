@@ -480,8 +480,9 @@ def alert_for(result: EvaluationResult) -> Alert | None:
         return None
     from searcheval.evaluation.diff import worst_lines
 
+    quoted = result.candidate_diff or result.diff  # a candidate's own changes come first
     return Alert(run_id=result.run_id, reasons=reasons, where=None,
-                 worst=worst_lines(result.diff) if result.diff else [])
+                 worst=worst_lines(quoted) if quoted else [])
 
 
 def diff_configuration(result: EvaluationResult) -> str | None:
@@ -493,6 +494,20 @@ def diff_configuration(result: EvaluationResult) -> str | None:
     if GATED_CONFIGURATION in result.scores:
         return GATED_CONFIGURATION
     return next(iter(result.scores), None)
+
+
+def diff_candidate(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:
+    """A candidate run's candidate against its served configuration (A = served, B = candidate),
+    from the snapshot just published; None for a run without a candidate. Sets
+    `result.candidate_diff`."""
+    from searcheval.evaluation.diff import configurations_diff
+
+    side = result.candidate or {}
+    if not side.get("candidate") or not side.get("served"):
+        return None
+    result.candidate_diff = configurations_diff(conn, result.run_id, side["served"],
+                                                side["candidate"])
+    return result.candidate_diff
 
 
 def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:

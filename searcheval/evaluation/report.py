@@ -51,6 +51,7 @@ class EvaluationResult:
     kind: str | None = None  # nightly | manual | candidate
     snapshot_depth: int | None = None  # ranks of each list stored in Postgres (None: not stored)
     diff: dict | None = None  # the diff against the previous run (evaluation.diff), when there is one
+    candidate_diff: dict | None = None  # a candidate against the served configuration, query by query
     judging: dict = field(default_factory=dict)  # judgments rule, pool sizes, bounds, agreement
     not_gated_reason: str | None = None  # why a run without a gate has none (always said)
 
@@ -102,6 +103,7 @@ class EvaluationResult:
             "documents": {name: {k: v for k, v in d.items() if k != "documents"}
                           for name, d in (self.documents or {}).items()},
             "diff": _diff_summary(self.diff),
+            "candidate_diff": _diff_summary(self.candidate_diff, "candidate_diff.md"),
             "judging": self.judging,
         }
 
@@ -182,12 +184,13 @@ class EvaluationResult:
         return rows
 
 
-def _diff_summary(diff: dict | None) -> dict | None:
-    """metrics.json's `diff` block: what the run was diffed against, the counts, the worst five."""
+def _diff_summary(diff: dict | None, file: str = "diff.md") -> dict | None:
+    """metrics.json's `diff` (and `candidate_diff`) block: what the run was diffed against, the
+    counts, the worst five, and the file that holds the whole diff."""
     if not diff:
         return None
     return {"a": diff["a"], "b": diff["b"], "metric": diff["metric"],
-            "headline": diff["headline"], "counts": diff["counts"], "file": "diff.md",
+            "headline": diff["headline"], "counts": diff["counts"], "file": file,
             "worst": [{"query_id": q["query_id"], "text": q["text"], "delta": q["delta"]}
                       for q in diff.get("worst", [])]}
 
@@ -371,6 +374,19 @@ def markdown_report(result: EvaluationResult) -> str:
                 text = _cell((result.queries.get(q["query_id"]) or {}).get("text", ""))
                 w(f"| {q['query_id']} | {text} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
                   f"| {_fmt(q['value'])} | {_cell(_notes(result.queries.get(q['query_id'])))} |\n")
+        w("\n")
+    if result.candidate_diff:
+        d = result.candidate_diff
+        w("## Candidate against the served configuration, query by query\n\n")
+        w(f"**{d['headline']}** ({d['b']['configuration']} against {d['a']['configuration']}, by "
+          f"{d['metric']}): both top {d['k']} lists of every query are in "
+          "[candidate_diff.md](candidate_diff.md).\n")
+        if d.get("worst"):
+            from searcheval.evaluation.diff import worst_lines
+
+            w("\nWorst queries:\n\n")
+            for line in worst_lines(d):
+                w(f"- {line}\n")
         w("\n")
     if result.diff:
         d = result.diff

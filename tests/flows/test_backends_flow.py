@@ -266,6 +266,16 @@ def test_a_candidate_runs_beside_the_served_configuration_and_is_gated(flow_env,
     assert side["counts"] == {"better": len(better), "worse": len(worse)}
     assert {r["query_id"] for r in side["worse"]} <= worse and worse
     assert "## Candidate" in (out / "report.md").read_text()
+    # and query by query, at the document level: the candidate (B) against the served one (A)
+    run_dir = out / metrics["run_id"]
+    cdiff = json.loads((run_dir / "candidate_diff.json").read_text())
+    assert (cdiff["a"]["configuration"], cdiff["b"]["configuration"]) == ("fused", "bm25")
+    assert cdiff["a"]["run_id"] == cdiff["b"]["run_id"] == metrics["run_id"]
+    deltas = [v - ndcg[("fused", q)] for (c, q), v in ndcg.items() if c == "bm25"]
+    assert (cdiff["counts"]["worse"], cdiff["counts"]["better"]) \
+        == (sum(d < -1e-12 for d in deltas), sum(d > 1e-12 for d in deltas))
+    assert metrics["candidate_diff"]["file"] == "candidate_diff.md"
+    assert "## Candidate against the served configuration" in (run_dir / "report.md").read_text()
     assert "candidate bm25 vs served fused" in capsys.readouterr().out
 
 
