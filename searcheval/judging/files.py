@@ -18,7 +18,7 @@ from pathlib import Path
 
 from searcheval.errors import InputError
 from searcheval.io.beir import load_beir_qrels
-from searcheval.io.files import parse_grade, parse_time, read_text
+from searcheval.io.files import parse_grade, parse_time, read_jsonl, read_text
 from searcheval.judging.judgments import Effective, JudgmentRow, check_judge, check_source
 from searcheval.types import Collection
 
@@ -61,7 +61,7 @@ def read_judgment_file(path: str | Path, collection: Collection, *, judge: str |
         raw = _jsonl_rows(path)
     elif fmt == "trec":
         text = read_text(path)
-        for line_no, line in enumerate(text.splitlines(), start=1):
+        for line_no, line in enumerate(text.split("\n"), start=1):  # a line ends only at "\n"
             if not line.strip():
                 continue
             parts = line.split()
@@ -164,16 +164,7 @@ def _csv_rows(path: Path) -> list[tuple[int, dict]]:
 
 def _jsonl_rows(path: Path) -> list[tuple[int, dict]]:
     out = []
-    for line_no, line in enumerate(read_text(path).split("\n"), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"not JSON: {exc.msg}", file=path, line=line_no) from None
-        if not isinstance(obj, dict):
-            raise InputError("expected an object {query_id, doc_id, grade, judge, judged_at}",
-                             file=path, line=line_no)
+    for line_no, obj in read_jsonl(path):  # io's reader: one object per line, lines end at \n
         if "resource_id" in obj and "doc_id" not in obj:
             obj["doc_id"] = obj.pop("resource_id")
         unknown = sorted(set(obj) - {"query_id", "doc_id", "grade", "judge", "judged_at", "note",

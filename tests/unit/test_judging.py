@@ -4,6 +4,8 @@ packages against small implementations of our own on random data), judgment file
 
 from __future__ import annotations
 
+import json
+
 import math
 import random
 from datetime import datetime, timedelta, timezone
@@ -321,6 +323,21 @@ def test_import_reads_csv_trec_beir_and_jsonl(tmp_path, collection):
     (tmp_path / "j.jsonl").write_text('{"query_id": "q2", "doc_id": "d1", "grade": 3}\n')
     rows = read_judgment_file(tmp_path / "j.jsonl", collection, judge="m", source="model")
     assert (rows[0].grade, rows[0].source) == (3, "model")
+
+
+def test_an_import_line_ends_only_at_a_newline(tmp_path, collection):
+    """U+2028, U+0085 and \\r inside a note are text, not line breaks (io/files.py's rule): the
+    JSONL file's two lines give two rows, the notes whole."""
+    notes = ["first\u2028second", "a\u0085b\rc"]
+    (tmp_path / "j.jsonl").write_text(
+        "".join(json.dumps({"query_id": q, "doc_id": "d1", "grade": 1, "note": n},
+                           ensure_ascii=False) + "\n" for q, n in zip(("q1", "q2"), notes)),
+        encoding="utf-8", newline="")
+    rows = read_judgment_file(tmp_path / "j.jsonl", collection, judge="m")
+    assert [(r.query_id, r.note) for r in rows] == [("q1", notes[0]), ("q2", notes[1])]
+    (tmp_path / "j.qrels").write_bytes("q1 0 d1 2\nq2 0 d2 1\n".encode())
+    assert [r.grade for r in read_judgment_file(tmp_path / "j.qrels", collection,
+                                                judge="cy")] == [2, 1]
 
 
 @pytest.mark.parametrize("body, line, field, words", [
