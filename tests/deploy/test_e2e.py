@@ -219,7 +219,7 @@ def test_a_manual_ranking_change_run_completes_and_publishes_both_artifacts(stac
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the test database was new
     # `prefect deployment run --watch` and the final state name the verdict and the report
     verdict = (f"gate: PASSED (no gated metric of fused dropped by more than the tolerance "
-               f"0.02, and no floor was missed); report: {output / 'report.md'}")
+               f"0.02, and no floor was missed); report: {output / metrics['run_id'] / 'report.md'}")
     assert verdict in watched
     assert run["state"]["message"] == verdict
 
@@ -343,13 +343,14 @@ def test_a_tripped_gate_fails_its_task_and_the_run_and_the_failed_automation_not
     run, output, code, out, err = tripped_run
     assert run["state"]["type"] == "FAILED"
     assert run["parameters"]["label"] == "v3-regressed"
-    assert json.loads((output / "metrics.json").read_text())["gate"]["passed"] is False
+    tripped = json.loads((output / "metrics.json").read_text())
+    assert tripped["gate"]["passed"] is False
     # `searcheval run --deployment` printed the run, the verdict and the report, and exited 1
     assert code == 1, (out, err)
     lines = out.splitlines()
     assert lines[0].startswith(f"flow run {run['name']} ({run['id']}): failed")
     assert lines[1].startswith("gate tripped for fused: ndcg@10: ")
-    assert lines[1].endswith(f"; report: {output / 'report.md'}")
+    assert lines[1].endswith(f"; report: {output / tripped['run_id'] / 'report.md'}")
     # the gate's task run is the one that failed; the steps around it completed
     tasks = {t["name"].rsplit("-", 1)[0]: t["state"]["type"] for t in stack.server.api(
         "POST", "/task_runs/filter", {"flow_runs": {"id": {"any_": [run["id"]]}}})}

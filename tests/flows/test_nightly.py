@@ -185,7 +185,7 @@ def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_
     assert runs["score"].state.type.value == runs["publish"].state.type.value == "COMPLETED"
     flow_state = flow_run.state
     assert flow_state.type.value == "FAILED"
-    assert f"report: {tmp_path / 'out' / 'report.md'}" in flow_state.message
+    assert f"report: {tmp_path / 'out' / doc['run_id'] / 'report.md'}" in flow_state.message
 
 
 def task_runs_of(flow_run_id: str) -> dict:

@@ -39,11 +39,11 @@ def test_a_run_prints_the_table_once_on_stdout_and_logs_on_stderr(cli_env, tmp_p
     # the table: a header and one row per configuration, then the verdict and the report
     assert out[0].split() == HEADER
     assert [line.split()[0] for line in out[1:4]] == ["bm25", "dense", "fused"]
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert out[4] == (f"gate: PASSED (no gated metric of fused dropped by more than the "
                       f"tolerance 0.02, and no floor was missed); "
-                      f"report: {tmp_path / 'out' / 'report.md'}")
+                      f"report: {tmp_path / 'out' / metrics['run_id'] / 'report.md'}")
     assert len(out) == 5
-    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     fused = metrics["configurations"]["fused"]["means"]["ndcg@10"]
     assert out[3].split()[1] == f"{fused:.3f}"
     # the logs are on stderr, the table is not repeated there, and no telemetry is attempted
@@ -78,8 +78,8 @@ def test_quiet_and_a_closed_pipe_leave_only_the_verdict_and_keep_the_exit_code(c
     # quiet: no log line, no telemetry, no BrokenPipe traceback; only the verdict on stderr
     assert len(done.stderr.splitlines()) == 1, done.stderr
     [line] = done.stderr.splitlines()
-    value = json.loads((tmp_path / "out" / "metrics.json").read_text())[
-        "configurations"]["fused"]["means"]["ndcg@10"]
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    value = doc["configurations"]["fused"]["means"]["ndcg@10"]
     assert line.startswith(f"searcheval: gate tripped for fused: ndcg@10: {value:.3f} vs "
                            f"baseline 1.500 ({value - 1.5:+.3f})")
-    assert line.endswith(f"; report: {tmp_path / 'out' / 'report.md'}")
+    assert line.endswith(f"; report: {tmp_path / 'out' / doc['run_id'] / 'report.md'}")
