@@ -106,7 +106,7 @@ def cmd_run_deployment(args: argparse.Namespace) -> int:
         return EXIT_OK
     if verdict.startswith("gate tripped"):
         return EXIT_TRIPPED
-    print(f"searcheval: the run failed: {verdict}", file=sys.stderr)
+    print(f"searcheval: the run failed: {' '.join(verdict.split())}", file=sys.stderr)
     return EXIT_FAILED
 
 
@@ -163,7 +163,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         import traceback
 
         traceback.print_exception(exc, file=sys.stderr)
-    print(f"searcheval: the run failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    # one line, whatever the cause's message holds (psycopg's span two)
+    cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+    print(f"searcheval: the run failed: {cause}", file=sys.stderr)
     return EXIT_FAILED
 
 
