@@ -184,6 +184,18 @@ class EvaluationResult:
         return rows
 
 
+def _diff_section(w, title: str, headline: str, diff: dict) -> None:
+    """A report section of a diff: its headline, and its worst queries with their text."""
+    from searcheval.evaluation.diff import worst_lines
+
+    w(f"## {title}\n\n{headline}\n")
+    if diff.get("worst"):
+        w("\nWorst queries:\n\n")
+        for line in worst_lines(diff):
+            w(f"- {line}\n")
+    w("\n")
+
+
 def _diff_summary(diff: dict | None, file: str = "diff.md") -> dict | None:
     """metrics.json's `diff` (and `candidate_diff`) block: what the run was diffed against, the
     counts, the worst five, and the file that holds the whole diff."""
@@ -377,30 +389,16 @@ def markdown_report(result: EvaluationResult) -> str:
         w("\n")
     if result.candidate_diff:
         d = result.candidate_diff
-        w("## Candidate against the served configuration, query by query\n\n")
-        w(f"**{d['headline']}** ({d['b']['configuration']} against {d['a']['configuration']}, by "
-          f"{d['metric']}): both top {d['k']} lists of every query are in "
-          "[candidate_diff.md](candidate_diff.md).\n")
-        if d.get("worst"):
-            from searcheval.evaluation.diff import worst_lines
-
-            w("\nWorst queries:\n\n")
-            for line in worst_lines(d):
-                w(f"- {line}\n")
-        w("\n")
+        _diff_section(w, "Candidate against the served configuration, query by query",
+                      f"**{d['headline']}** ({d['b']['configuration']} against "
+                      f"{d['a']['configuration']}, by {d['metric']}): both top {d['k']} lists of "
+                      "every query are in [candidate_diff.md](candidate_diff.md).", d)
     if result.diff:
         d = result.diff
-        w("## Against the previous run\n\n")
-        w(f"**{d['headline']}** ({d['b']['configuration']}, by {d['metric']}, against "
-          f"{d['a']['run_id']}): the full diff, with both top {d['k']} lists of every query, "
-          "is in [diff.md](diff.md).\n")
-        if d.get("worst"):
-            from searcheval.evaluation.diff import worst_lines
-
-            w("\nWorst queries:\n\n")
-            for line in worst_lines(d):
-                w(f"- {line}\n")
-        w("\n")
+        _diff_section(w, "Against the previous run",
+                      f"**{d['headline']}** ({d['b']['configuration']}, by {d['metric']}, against "
+                      f"{d['a']['run_id']}): the full diff, with both top {d['k']} lists of every "
+                      "query, is in [diff.md](diff.md).", d)
     if result.validation:
         w("## Judgments\n\n")
         v = result.validation
