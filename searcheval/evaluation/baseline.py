@@ -146,13 +146,13 @@ def load_baseline(path: str | Path) -> Baseline:
         from_run=data.get("from_run"),
         model=data.get("model"),
         settings=settings,
-        dataset=data.get("dataset"),
-        dataset_fingerprint=data.get("dataset_fingerprint") or {},
+        dataset=_typed(data, "dataset", str, path),
+        dataset_fingerprint=_typed(data, "dataset_fingerprint", dict, path) or {},
         query_ids=_query_ids(data.get("query_ids"), path),
-        configuration_hash=data.get("configuration_hash"),
-        conventions=data.get("conventions") or {},
-        created_by=data.get("created_by"),
-        reason=data.get("reason"),
+        configuration_hash=_typed(data, "configuration_hash", str, path),
+        conventions=_typed(data, "conventions", dict, path) or {},
+        created_by=_typed(data, "created_by", str, path),
+        reason=_typed(data, "reason", str, path),
         accepted_regression=data.get("accepted_regression"),
         query_rules=_query_rules(data.get("query_rules"), path),
         path=str(path),
@@ -196,6 +196,18 @@ def _query_rules(raw: Any, path: Path) -> list[dict[str, Any]]:
             raise InputError("expected a category name", file=path, field=f"{where}.category")
         rules.append(dict(rule))
     return rules
+
+
+_TYPE_NAMES = {str: "a string", dict: "an object"}
+
+
+def _typed(data: dict, key: str, kind: type, path: Path) -> Any:
+    """A provenance field of the baseline: absent (None) or of its type, else refused by name."""
+    value = data.get(key)
+    if value is not None and not isinstance(value, kind):
+        raise InputError(f"expected {_TYPE_NAMES[kind]}, got {type(value).__name__}", file=path,
+                         field=key)
+    return value
 
 
 def _query_ids(raw: Any, path: Path) -> list[str] | None:

@@ -112,6 +112,10 @@ def test_baseline_round_trip_and_diff(tmp_path):
     ('{"configuration": "fused", "metrics": {"bogus": 1}}', "field 'metrics.bogus': unknown metric"),
     ('{"configuration": "fused", "metrics": {"mrr": 1, "RR": 1}}', "field 'metrics.RR': names the metric mrr twice"),
     ('{"configuration": "fused", "metrics": {}, "tolerance": -1}', "field 'tolerance': expected a tolerance >= 0"),
+    # provenance of the wrong type: refused by name (a number as conventions crashed the gate)
+    ('{"configuration": "fused", "metrics": {}, "conventions": 7}', "field 'conventions': expected an object, got int"),
+    ('{"configuration": "fused", "metrics": {}, "dataset": ["x"]}', "field 'dataset': expected a string, got list"),
+    ('{"configuration": "fused", "metrics": {}, "dataset_fingerprint": "x"}', "field 'dataset_fingerprint': expected an object"),
 ])
 def test_bad_baseline_files(tmp_path, content, message):
     path = tmp_path / "baseline.json"
