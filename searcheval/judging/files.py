@@ -70,12 +70,9 @@ def read_judgment_file(path: str | Path, collection: Collection, *, judge: str |
                                  file=path, line=line_no)
             raw.append((line_no, {"query_id": parts[0], "doc_id": parts[2], "grade": parts[3]}))
     else:  # beir
-        qrels, _ = load_beir_qrels(path, max_grade=hi, min_grade=lo)
-        line_no = 0
-        for qid, docs in qrels.items():
-            for doc, grade in docs.items():
-                line_no += 1
-                raw.append((0, {"query_id": qid, "doc_id": doc, "grade": str(grade)}))
+        qrels, _ = load_beir_qrels(path, max_grade=hi, min_grade=lo)  # checked line by line there
+        raw = [(0, {"query_id": qid, "doc_id": doc, "grade": str(grade)})
+               for qid, docs in qrels.items() for doc, grade in docs.items()]
     if not raw:
         raise InputError("the file holds no judgment", file=path)
     queries = {q.id for q in collection.queries}
