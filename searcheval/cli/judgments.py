@@ -11,7 +11,14 @@ from searcheval import defaults
 from searcheval.cli.common import (EXIT_OK, add_collection, add_database_url,
                                    collection_arguments, import_project_module, print_json)
 from searcheval.errors import InputError
-from searcheval.judging.judgments import judgment_set
+
+
+def judgment_set(collection) -> str:
+    """The judgment set of a collection (imported here, not at the CLI's start: `searcheval score`
+    never needs it)."""
+    from searcheval.judging.judgments import judgment_set as of
+
+    return of(collection)
 
 
 def _collection(args):

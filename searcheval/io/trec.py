@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import math
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -318,9 +320,10 @@ def _chunks(reader, source: _Checked, rows: int) -> Iterator[RunChunk]:
     pending: list = []
     held = 0
     done = False
+    batches = _read_ahead(reader)
     while not done:
         try:
-            batch = reader.read_next_batch()
+            batch = next(batches)
             pending.append(batch)
             held += batch.num_rows
         except StopIteration:
@@ -355,24 +358,65 @@ def _chunks(reader, source: _Checked, rows: int) -> Iterator[RunChunk]:
         yield _run_chunk(pa.Table.from_batches(pending), seen)
 
 
+def _read_ahead(reader, depth: int = 8) -> Iterator:
+    """The reader's batches, parsed on a second thread while this one scores the ones before
+    (pyarrow parses without holding the GIL); at most `depth` batches wait, so memory stays
+    bounded. An error of the reader is raised here, at the batch it stopped at."""
+    waiting: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def hand_over(item) -> None:
+        while not stop.is_set():
+            try:
+                waiting.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def parse() -> None:
+        try:
+            while not stop.is_set():
+                hand_over(reader.read_next_batch())
+        except BaseException as exc:  # StopIteration at the end, or the reader's error
+            hand_over(exc)
+
+    worker = threading.Thread(target=parse, name="searcheval-trec-reader", daemon=True)
+    worker.start()
+    try:
+        while True:
+            item = waiting.get()
+            if isinstance(item, StopIteration):
+                return
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:  # also when the caller stops early: let the parser go, then wait for it
+        stop.set()
+        worker.join()
+
+
 def _run_chunk(table, seen: set[str]) -> RunChunk:
 
     score = to_numpy(table.column("score"))
     if not np.isfinite(score).all():
         raise Fallback("a score is not finite")
-    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
-    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
-    q = to_numpy(qe.indices).astype(np.int32)
-    d = to_numpy(de.indices).astype(np.int32)
-    qids = qe.dictionary.to_pylist()
-    groups = 1 + int(np.count_nonzero(q[1:] != q[:-1])) if q.size else 0
-    if groups != len(qids) or not seen.isdisjoint(qids):
+    # queries by where the id changes from one line to the next (no hashing of every line's id);
+    # a query id seen in two places means its lines are not together
+    qcol = table.column("qid").combine_chunks()
+    n = len(qcol)
+    starts = np.flatnonzero(np.concatenate(([True], to_numpy(compute(
+        "not_equal", qcol.slice(1), qcol.slice(0, n - 1))).astype(bool)))) if n else \
+        np.zeros(0, dtype=np.int64)
+    qid_values = compute("take", qcol, from_numpy(starts))
+    qids = qid_values.to_pylist()
+    if len(set(qids)) != len(qids) or not seen.isdisjoint(qids):
         raise Fallback("the lines of a query are not together")
     seen.update(qids)
-    if _has_duplicates(q.astype(np.int64) * max(len(de.dictionary), 1) + d):
-        raise Fallback("duplicate document")
-    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score,
-                    qid_values=qe.dictionary)
+    q = np.repeat(np.arange(len(qids), dtype=np.int32), np.diff(np.append(starts, n)))
+    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
+    d = to_numpy(de.indices).astype(np.int32)
+    # (a document listed twice for a query is found where the chunk is scored: columnar.py)
+    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score, qid_values=qid_values)
 
 
 def _has_duplicates(keys: np.ndarray) -> bool:

@@ -1,9 +1,12 @@
 """The columnar path of the metric engine: runs and judgments as integer-coded arrays (from TREC
 files through pyarrow, or from DataFrames), never as dicts of strings.
 
-A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`); each chunk's
-documents are matched to the judgments by hashing (pyarrow `index_in`) and a binary search over the
-judgments' integer keys, and ranked by one sort over (query, score descending, document id
+A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`, parsed on a second
+thread while this one scores). In each chunk the rows are keyed by (query, document) in the chunk's
+own codes and sorted once: a document listed twice for a query sits next to itself (refused through
+the exact loader), and each judgment of the chunk's queries is found by a binary search, its
+document's code coming from a hash of the chunk's ids only (work in proportion to the chunk, however
+many documents are judged). Ranks come from one sort over (query, score descending, document id
 descending) -- skipped when the file is already in that order, as most are. Only the rank of every
 retrieved judged document is kept, so memory is the judgments plus one chunk. The metrics are the
 engine's own (`engine.compute`) over blocks of queries, so every number equals the dict path's.
@@ -47,33 +50,37 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     metrics = parse_metrics(metrics) if isinstance(metrics, str) else \
         [m if isinstance(m, Metric) else parse_metric(m) for m in metrics]
     n_q = len(qrels.qids)
-    n_docs = max(len(qrels.docs), 1)
-    qkey = qrels.q.astype(np.int64) * n_docs + qrels.d
     rank = np.full(qrels.q.size, np.inf)  # 0-based rank of each judgment's document in the run
     returned = np.zeros(n_q, dtype=np.int64)
     present = np.zeros(n_q, dtype=bool)
     qid_code = {qid: i for i, qid in enumerate(qrels.qids)}
-    doc_code = None
     unjudged = 0
-    last_qids = last_docs = cq = cd = None
+    last_qids = cq = None
 
     for chunk in chunks:
+        q, score, d = chunk.q, chunk.score, chunk.d  # rows grouped by query, q non-decreasing
+        if not q.size:
+            continue
+        # (query, document) in the chunk's own codes, sorted once: a document listed twice for a
+        # query sits next to itself, and each judgment is found by a binary search
+        keys = q.astype(np.int64) * max(len(chunk.docs), 1) + d
+        by_key = np.argsort(keys)
+        keys = keys[by_key]
+        if np.any(keys[1:] == keys[:-1]):
+            raise Fallback("duplicate document")
         if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
             last_qids = chunk.qid_values
             cq = np.fromiter((qid_code.get(x, -1) for x in chunk.qids), dtype=np.int64,
                              count=len(chunk.qids))
-        counts = np.bincount(chunk.q, minlength=cq.size)  # rows of each of the chunk's queries
+        counts = np.bincount(q, minlength=cq.size)  # rows of each of the chunk's queries
         here = np.flatnonzero(counts)
         unjudged += int(np.count_nonzero(cq[here] < 0))
-        row_q = cq[chunk.q]
-        keep = row_q >= 0
-        if not keep.any():
+        mine = here[cq[here] >= 0]  # the chunk's judged queries
+        if not mine.size:
             continue
-        judged_here = here[cq[here] >= 0]
-        present[cq[judged_here]] = True
-        returned[cq[judged_here]] += counts[judged_here]
+        present[cq[mine]] = True
+        returned[cq[mine]] += counts[mine]
         # rank within each query: rows are grouped by query; sort by score (then id) unless sorted
-        q, score, d = chunk.q, chunk.score, chunk.d
         new_group = np.empty(q.size, dtype=bool)
         new_group[0] = True
         np.not_equal(q[1:], q[:-1], out=new_group[1:])
@@ -89,33 +96,18 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             order = np.lexsort((-doc_rank[d], -score, group))
             position = np.empty(q.size, dtype=np.int64)
             position[order] = np.arange(q.size) - starts[group[order]]
-        # the judgments of the retrieved documents
-        if chunk.docs is not last_docs:
-            last_docs = chunk.docs
-            if len(qrels.docs) <= 8 * len(chunk.docs):  # hash the judged ids for this chunk
-                cd = _codes(chunk.docs, qrels.docs)
-            else:  # many more judged ids than this chunk has: hash them once, in a dict
-                if doc_code is None:
-                    doc_code = {x: i for i, x in enumerate(qrels.docs.to_pylist())}
-                cd = np.fromiter((doc_code.get(x, -1) for x in chunk.docs.to_pylist()),
-                                 dtype=np.int64, count=len(chunk.docs))
-        row_d = cd[d]
-        judged = keep & (row_d >= 0)
-        key = row_q[judged] * n_docs + row_d[judged]
-        if not key.size:
-            continue
-        # the judgments of this chunk's queries only: a small sorted array the search stays in
-        seen_q = row_q[judged]  # grouped by query: each query's first row names it
-        mine = seen_q[np.concatenate(([True], seen_q[1:] != seen_q[:-1]))]
-        lo, hi = qrels.starts[mine], qrels.starts[mine + 1]
-        lengths = hi - lo
+        # the judgments of those queries, each judged document's code among the chunk's
+        # documents (a hash of this chunk's ids only: work in proportion to the chunk)
+        lo = qrels.starts[cq[mine]]
+        lengths = qrels.starts[cq[mine] + 1] - lo
         rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
-        local = qkey[rows]
-        local_order = np.argsort(local, kind="stable")
-        local_sorted = local[local_order]
-        at = np.minimum(np.searchsorted(local_sorted, key), local_sorted.size - 1)
-        hit = local_sorted[at] == key
-        rank[rows[local_order[at[hit]]]] = position[judged][hit]
+        doc = _codes(arrow("take", qrels.docs, from_numpy(qrels.d[rows])), chunk.docs)
+        retrieved = doc >= 0
+        rows = rows[retrieved]
+        wanted = np.repeat(mine, lengths)[retrieved] * max(len(chunk.docs), 1) + doc[retrieved]
+        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
+        hit = keys[at] == wanted
+        rank[rows[hit]] = position[by_key[at[hit]]]
 
     chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
     values = _blocks(qrels, chosen, rank, returned, metrics, settings)
@@ -277,8 +269,6 @@ def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc,
     if rq.size and np.any(rq[1:] < rq[:-1]):  # not grouped in first-seen order: group the rows
         order = np.argsort(rq, kind="stable")
         rq, rdc, score = rq[order], rdc[order], score[order]
-    if _has_duplicates(rq.astype(np.int64) * max(len(run_docs), 1) + rdc):
-        raise Fallback("duplicate document")
     chunk = RunChunk(qids=run_qids.to_pylist(), docs=run_docs, q=rq, d=rdc, score=score,
                      qid_values=run_qids)
     return qrels, [chunk]

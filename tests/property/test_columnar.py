@@ -127,3 +127,43 @@ def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, c
                              qrels_columns=("query_id", "doc_id", "grade"),
                              run_columns=("query_id", "doc_id", "score"))
     same(direct, expected)
+
+
+def long_run(path, queries: int, depth: int = 20):
+    """A plain run of `queries` x `depth` lines, many parser batches long."""
+    lines = [f"q{q} Q0 d{d} {d + 1} {depth - d} t\n" for q in range(queries) for d in range(depth)]
+    (path / "run").write_text("".join(lines), encoding="utf-8")
+    (path / "qrels").write_text("".join(f"q{q} 0 d{q % depth} 1\n" for q in range(queries)),
+                                encoding="utf-8")
+    return lines
+
+
+@pytest.mark.parametrize("fault", ["duplicate", "bad score", "six columns short"])
+def test_a_fault_deep_in_a_long_file_is_the_exact_loaders_refusal(tmp_path, fault):
+    """The run is parsed on a second thread (io/trec.py `_read_ahead`) and a duplicate is found
+    where a chunk is scored: a fault thousands of lines in still ends in the exact loader's
+    refusal naming that line, whichever chunk it falls in."""
+    from searcheval.errors import InputError
+
+    lines = long_run(tmp_path, 3000)  # 60,000 lines: more than one chunk of 50,000 rows
+    at = 55_321  # 0-based: line 55,322, in the second chunk
+    q = at // 20
+    lines[at] = {"duplicate": f"q{q} Q0 d0 99 0.5 t\n",
+                 "bad score": f"q{q} Q0 d1 2 high t\n",
+                 "six columns short": f"q{q} Q0 d1 2\n"}[fault]
+    (tmp_path / "run").write_text("".join(lines), encoding="utf-8")
+    with pytest.raises(InputError) as refused:
+        evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS)
+    assert refused.value.line == at + 1
+
+
+def test_stopping_early_leaves_no_reader_thread(tmp_path):
+    import threading
+
+    long_run(tmp_path, 3000)
+    chunks = iter_run_chunks(tmp_path / "run", rows=1000)
+    first = next(chunks)
+    assert first.q.size >= 1000
+    assert any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
+    chunks.close()  # the caller had enough (as `score` does on a refusal)
+    assert not any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
