@@ -5,6 +5,7 @@ The public Python API (imported on first use, so `import searcheval` stays light
     import searcheval
     result = searcheval.evaluate(qrels, run, ["ndcg@10", "mrr"])     # dicts, DataFrames or paths
     result.means, result.per_query(), result.to_dataframe()
+    evaluator = searcheval.Evaluator(qrels, ["ndcg@10"])   # judgments prepared once, many runs
     searcheval.compare(qrels, {"bm25": run_a, "dense": run_b})      # paired significance vs the first
     searcheval.load_qrels(path), searcheval.load_run(path), searcheval.write_run(run, path)
     searcheval.load_collection(fixtures="fixtures")   # or dataset=DIR (BEIR, WANDS), mapping=FILE
@@ -22,6 +23,7 @@ __version__ = "0.1.0"
 
 _EXPORTS = {
     "evaluate": "searcheval.metrics.api",
+    "Evaluator": "searcheval.metrics.api",
     "compare": "searcheval.metrics.api",
     "Comparison": "searcheval.metrics.api",
     "Evaluation": "searcheval.metrics.engine",

@@ -199,12 +199,14 @@ def _trec_eval_means(text: str) -> dict[str, float]:
 
 
 def _in_process(qrels_path: Path, run_path: Path, repeat: int, out) -> dict:
-    """searcheval in-process from a DataFrame and from dicts vs pytrec_eval on the same dicts."""
+    """searcheval in-process (judgments prepared once, as pytrec_eval's RelevanceEvaluator is:
+    from a DataFrame of string ids, of categorical ids, from numpy arrays of integer ids; then
+    everything included, and from dicts) against pytrec_eval's evaluate on the same dicts."""
     import pandas as pd
     import pytrec_eval
 
+    import searcheval
     from searcheval.bench.common import best_of
-    from searcheval.metrics.api import evaluate
     from searcheval.metrics.engine import Settings
     from searcheval.metrics.engine import evaluate as evaluate_dicts
 
@@ -214,31 +216,54 @@ def _in_process(qrels_path: Path, run_path: Path, repeat: int, out) -> dict:
     qrels_frame = pd.read_csv(qrels_path, sep=" ", header=None, usecols=[0, 2, 3],
                               names=["query_id", "doc_id", "grade"],
                               dtype={"query_id": str, "doc_id": str, "grade": int})
+    categorical = run_frame.astype({"query_id": "category", "doc_id": "category"})
+
+    def integers(frame, value: str) -> dict:  # "q12" -> 12, "d7" -> 7: the arrays form
+        return {"query_id": frame["query_id"].str[1:].astype("int64").to_numpy(),
+                "doc_id": frame["doc_id"].str[1:].astype("int64").to_numpy(),
+                value: frame[value].to_numpy()}
+
+    run_arrays, qrels_arrays = integers(run_frame, "score"), integers(qrels_frame, "grade")
     with open(qrels_path) as fh:
         qrels = pytrec_eval.parse_qrel(fh)
     with open(run_path) as fh:
         run = pytrec_eval.parse_run(fh)
     evaluator = pytrec_eval.RelevanceEvaluator(qrels, set(TREC_EVAL_MEASURES))
+    ours = searcheval.Evaluator(qrels_frame, METRICS, trec_compat=True)
+    ours_int = searcheval.Evaluator(qrels_arrays, METRICS, trec_compat=True)
     timed_ = best_of(repeat, {
-        "searcheval (DataFrame)": lambda: evaluate(qrels_frame, run_frame, METRICS,
-                                                   trec_compat=True, complete=False),
-        "searcheval (dicts)": lambda: evaluate_dicts(qrels, run, METRICS,
-                                                     Settings(trec_compat=True), complete=False),
+        "DataFrame (string ids)": lambda: ours.evaluate(run_frame, complete=False),
+        "DataFrame (categorical)": lambda: ours.evaluate(categorical, complete=False),
+        "arrays (integer ids)": lambda: ours_int.evaluate(run_arrays, complete=False),
+        "DataFrames, judgments too": lambda: searcheval.evaluate(
+            qrels_frame, run_frame, METRICS, trec_compat=True, complete=False),
+        "dicts": lambda: evaluate_dicts(qrels, run, METRICS, Settings(trec_compat=True),
+                                        complete=False),
         "pytrec_eval (dicts)": lambda: evaluator.evaluate(run),
     })
     reference = timed_["pytrec_eval (dicts)"][1]
     worst = 0.0
-    for label in ("searcheval (DataFrame)", "searcheval (dicts)"):
-        ev = timed_[label][1]
+    for label, (_, ev) in timed_.items():
+        if label == "pytrec_eval (dicts)":
+            continue
+        prefix = "q" if label == "arrays (integer ids)" else ""
         for m in METRICS:
-            ref = np.array([reference[q][TREC_NAMES[m]] for q in ev.query_ids])
+            ref = np.array([reference[prefix + q][TREC_NAMES[m]] for q in ev.query_ids])
             worst = max(worst, float(np.abs(ev.values[m] - ref).max()))
     t_ref = timed_["pytrec_eval (dicts)"][0]
-    out(f"in-process, best of {repeat}:")
+    out(f"in-process, best of {repeat} (searcheval's judgments prepared once, as "
+        f"pytrec_eval's RelevanceEvaluator):")
     for label, (secs, _) in timed_.items():
-        out(f"{label:<24}{secs:>9.3f} s{t_ref / secs:>9.2f}x pytrec_eval")
+        name = label if label.startswith("pytrec_eval") else f"searcheval {label}"
+        out(f"{name:<40}{secs:>8.3f} s{t_ref / secs:>8.2f}x pytrec_eval")
     out(f"agreement per query with pytrec_eval: max {worst:.1e}")
+    fastest = min(timed_[k][0] for k in ("DataFrame (string ids)", "DataFrame (categorical)",
+                                         "arrays (integer ids)"))
+    out(f"goal: from arrays or a DataFrame >= 20x pytrec_eval: {t_ref / fastest:.2f}x "
+        f"({'met' if t_ref / fastest >= 20 else 'missed'}); from dicts >= 3x: "
+        f"{t_ref / timed_['dicts'][0]:.2f}x ({'met' if t_ref / timed_['dicts'][0] >= 3 else 'missed'})")
     return {"in_process_seconds": {k: v[0] for k, v in timed_.items()},
             "in_process_agreement": worst,
-            "frame_speedup_vs_pytrec_eval": t_ref / timed_["searcheval (DataFrame)"][0],
-            "dicts_speedup_vs_pytrec_eval": t_ref / timed_["searcheval (dicts)"][0]}
+            "frame_speedup_vs_pytrec_eval": t_ref / timed_["DataFrame (string ids)"][0],
+            "arrays_speedup_vs_pytrec_eval": t_ref / timed_["arrays (integer ids)"][0],
+            "dicts_speedup_vs_pytrec_eval": t_ref / timed_["dicts"][0]}

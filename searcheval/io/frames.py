@@ -1,5 +1,6 @@
 """Runs and judgments as the public API takes them: dicts (`{query: {doc: score}}`, the shape ranx,
-ir_measures and BEIR share), pandas DataFrames with named columns, `RankedRun`s, or file paths.
+ir_measures and BEIR share), tables of named columns (pandas DataFrames, pyarrow Tables, or a dict
+of numpy arrays), `RankedRun`s, or file paths.
 
 Anything else is refused with a clear error, and so is a DataFrame with missing or misnamed
 columns, non-numeric or non-finite scores, grades that are not whole numbers, or a (query,
@@ -26,6 +27,31 @@ def _is_dataframe(value: Any) -> bool:
     return type(value).__module__.startswith("pandas") and hasattr(value, "columns")
 
 
+def is_table(value: Any) -> bool:
+    """A table of named columns: a pandas DataFrame, a pyarrow Table, or a mapping of column
+    names to numpy arrays (the "arrays" form; a run dict maps query ids to mappings instead)."""
+    if _is_dataframe(value):
+        return True
+    if type(value).__module__.startswith("pyarrow") and hasattr(value, "column_names"):
+        return True
+    return isinstance(value, Mapping) and bool(value) and all(
+        type(v).__module__ == "numpy" and getattr(v, "ndim", 0) == 1 for v in value.values())
+
+
+def _as_frame(value: Any):
+    """A table of named columns as a pandas DataFrame (for the exact path's checks)."""
+    import pandas as pd
+
+    if _is_dataframe(value):
+        return value
+    if hasattr(value, "to_pandas"):
+        return value.to_pandas()
+    try:
+        return pd.DataFrame(dict(value))
+    except ValueError as exc:  # columns of different lengths
+        raise InputError(f"expected columns of one length: {exc}", field="columns") from None
+
+
 def _identifier(value: Any, what: str, where: str) -> str:
     if isinstance(value, str) and value:
         return value
@@ -48,8 +74,9 @@ def as_run(value: Any, *, query_column: str = "query_id", doc_column: str = "doc
         return value.as_run()
     if isinstance(value, (str, Path)):
         return load_trec_run(value)
-    if _is_dataframe(value):
-        return _from_frame(value, (query_column, doc_column, score_column), name, grades=False)
+    if is_table(value):
+        return _from_frame(_as_frame(value), (query_column, doc_column, score_column), name,
+                           grades=False)
     if isinstance(value, Mapping):
         return _from_mapping(value, name, grades=False)
     raise InputError(f"{_expected('run', (query_column, doc_column, score_column))}; got "
@@ -62,8 +89,9 @@ def as_qrels(value: Any, *, query_column: str = "query_id", doc_column: str = "d
     or BEIR qrels)."""
     if isinstance(value, (str, Path)):
         return load_qrels(value)
-    if _is_dataframe(value):
-        return _from_frame(value, (query_column, doc_column, grade_column), name, grades=True)
+    if is_table(value):
+        return _from_frame(_as_frame(value), (query_column, doc_column, grade_column), name,
+                           grades=True)
     if isinstance(value, Mapping):
         return _from_mapping(value, name, grades=True)
     raise InputError(f"{_expected('qrels', (query_column, doc_column, grade_column))}; got "

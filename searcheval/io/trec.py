@@ -290,6 +290,7 @@ class RunChunk:
     d: np.ndarray  # int32
     score: np.ndarray  # float64
     qid_values: "object" = None  # pyarrow StringArray of `qids`
+    shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
 
 
 def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[RunChunk]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from searcheval.defaults import SCORE_METRICS
 from searcheval.errors import InputError
-from searcheval.io.frames import _is_dataframe, as_qrels, as_run
+from searcheval.io.frames import as_qrels, as_run, is_table
 from searcheval.metrics.engine import Evaluation, Settings, parse_metrics
 from searcheval.metrics.engine import evaluate as engine_evaluate
 from searcheval.metrics.stats import sign_flip_pvalues
@@ -42,6 +42,60 @@ def _columns(given: Mapping[str, str] | None, value: str) -> dict[str, str]:
     return {f"{role.removesuffix('_id')}_column": name for role, name in given.items()}
 
 
+class Evaluator:
+    """Judgments prepared once, to score any number of runs against them (as pytrec_eval's
+    `RelevanceEvaluator`): tables (a DataFrame, a pyarrow Table, a dict of numpy arrays) go the
+    columnar path, with the judgments already coded; anything else goes the dict way.
+
+        evaluator = searcheval.Evaluator(qrels, ["ndcg@10", "map"], trec_compat=True)
+        for name, run in runs.items():
+            print(name, evaluator.evaluate(run).means)
+    """
+
+    def __init__(self, qrels: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,
+                 qrels_columns: Mapping[str, str] | None = None, **conventions: Any):
+        from searcheval.io.trec import Fallback
+        from searcheval.metrics.columnar import qrels_from_frame
+
+        self.metrics, self.settings = parse_metrics(metrics), _settings(conventions)
+        self._qrels, self._roles = qrels, _columns(qrels_columns, "grade")
+        self._dict: dict | None = None
+        self._columnar = None
+        if is_table(qrels):
+            try:
+                self._columnar = qrels_from_frame(qrels, (
+                    self._roles.get("query_column", "query_id"),
+                    self._roles.get("doc_column", "doc_id"),
+                    self._roles.get("grade_column", "grade")))
+            except Fallback:  # the dict way refuses what the columns may not hold
+                pass
+        if self._columnar is None:
+            self._dict = as_qrels(qrels, **self._roles)
+
+    def evaluate(self, run: Any, *, run_columns: Mapping[str, str] | None = None,
+                 complete: bool | None = None) -> Evaluation:
+        """Score `run` (see `searcheval.evaluate` for `complete` and the shapes)."""
+        from searcheval.io.trec import Fallback
+        from searcheval.metrics.columnar import evaluate_columns, run_from_frame
+
+        roles = _columns(run_columns, "score")
+        if self._columnar is not None and is_table(run):
+            try:
+                chunks = run_from_frame(run, (roles.get("query_column", "query_id"),
+                                              roles.get("doc_column", "doc_id"),
+                                              roles.get("score_column", "score")))
+                return evaluate_columns(
+                    self._columnar, chunks, self.metrics, self.settings,
+                    complete=(False if self.settings.trec_compat else None)
+                    if complete is None else complete)
+            except Fallback:  # the dict way refuses bad input with a clear error
+                pass
+        if self._dict is None:
+            self._dict = as_qrels(self._qrels, **self._roles)
+        return engine_evaluate(self._dict, as_run(run, **roles), self.metrics, self.settings,
+                               complete=complete)
+
+
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,
              run_columns: Mapping[str, str] | None = None,
              qrels_columns: Mapping[str, str] | None = None, complete: bool | None = None,
@@ -53,28 +107,16 @@ def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS,
     with a missing one as 0 (trec_eval -c); None, the default, every judged query with a missing
     one as an empty ranking (or, with trec_compat, as False).
 
-    A DataFrame's columns are `query_id`, `doc_id`, `score` (a run) or `grade` (qrels) unless
-    named otherwise, e.g. `run_columns={"query_id": "qid", "doc_id": "docno"}`.
+    A table's columns (a DataFrame, a pyarrow Table or a dict of numpy arrays) are `query_id`,
+    `doc_id`, `score` (a run) or `grade` (qrels) unless named otherwise, e.g.
+    `run_columns={"query_id": "qid", "doc_id": "docno"}`. Tables go the columnar path; to score
+    many runs against the same judgments, prepare them once with `Evaluator`.
     """
+    if is_table(qrels) and is_table(run):
+        return Evaluator(qrels, metrics, qrels_columns=qrels_columns,
+                         **conventions).evaluate(run, run_columns=run_columns, complete=complete)
     specs, settings = parse_metrics(metrics), _settings(conventions)
     qrels_roles, run_roles = _columns(qrels_columns, "grade"), _columns(run_columns, "score")
-    if _is_dataframe(qrels) and _is_dataframe(run):
-        # the columnar path; anything it does not take goes the dict way, which refuses bad input
-        from searcheval.io.trec import Fallback
-        from searcheval.metrics.columnar import evaluate_frames
-
-        try:
-            return evaluate_frames(
-                qrels, run, specs, settings,
-                complete=(False if settings.trec_compat else None) if complete is None else complete,
-                qrels_columns=(qrels_roles.get("query_column", "query_id"),
-                               qrels_roles.get("doc_column", "doc_id"),
-                               qrels_roles.get("grade_column", "grade")),
-                run_columns=(run_roles.get("query_column", "query_id"),
-                             run_roles.get("doc_column", "doc_id"),
-                             run_roles.get("score_column", "score")))
-        except Fallback:
-            pass
     return engine_evaluate(as_qrels(qrels, **qrels_roles), as_run(run, **run_roles), specs,
                            settings, complete=complete)
 

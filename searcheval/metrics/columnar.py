@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from searcheval.errors import InputError
-from searcheval.io.trec import (Fallback, QrelsColumns, RunChunk, iter_run_chunks,
+from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, iter_run_chunks,
                                 read_qrels_columns, cast, from_numpy, index_in,
                                 to_numpy)
 from searcheval.io.trec import compute as arrow
@@ -53,61 +53,61 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
     rank = np.full(qrels.q.size, np.inf)  # 0-based rank of each judgment's document in the run
     returned = np.zeros(n_q, dtype=np.int64)
     present = np.zeros(n_q, dtype=bool)
-    qid_code = {qid: i for i, qid in enumerate(qrels.qids)}
     unjudged = 0
-    last_qids = cq = None
+    last_qids = cq = mapped_docs = judged_code = None
 
     for chunk in chunks:
         q, score, d = chunk.q, chunk.score, chunk.d  # rows grouped by query, q non-decreasing
-        if not q.size:
+        n = q.size
+        if not n:
             continue
-        # (query, document) in the chunk's own codes, sorted once: a document listed twice for a
-        # query sits next to itself, and each judgment is found by a binary search
-        keys = q.astype(np.int64) * max(len(chunk.docs), 1) + d
-        by_key = np.argsort(keys)
-        keys = keys[by_key]
-        if np.any(keys[1:] == keys[:-1]):
-            raise Fallback("duplicate document")
         if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
             last_qids = chunk.qid_values
-            cq = np.fromiter((qid_code.get(x, -1) for x in chunk.qids), dtype=np.int64,
-                             count=len(chunk.qids))
-        counts = np.bincount(q, minlength=cq.size)  # rows of each of the chunk's queries
-        here = np.flatnonzero(counts)
-        unjudged += int(np.count_nonzero(cq[here] < 0))
-        mine = here[cq[here] >= 0]  # the chunk's judged queries
-        if not mine.size:
-            continue
-        present[cq[mine]] = True
-        returned[cq[mine]] += counts[mine]
-        # rank within each query: rows are grouped by query; sort by score (then id) unless sorted
-        new_group = np.empty(q.size, dtype=bool)
+            cq = _codes(chunk.qid_values, qrels.qid_values)  # judged query code, -1 if none
+        # the chunk's queries ("groups"), each a run of rows
+        new_group = np.empty(n, dtype=bool)
         new_group[0] = True
         np.not_equal(q[1:], q[:-1], out=new_group[1:])
-        group = np.cumsum(new_group) - 1
         starts = np.flatnonzero(new_group)
+        group = np.cumsum(new_group) - 1
+        pairs, pair_rows = _sorted_pairs(group, d, len(chunk.docs))  # refuses a doc listed twice
+        code = cq[q[starts]]
+        unjudged += int(np.count_nonzero(code < 0))
+        judged_groups = np.flatnonzero(code >= 0)
+        if not judged_groups.size:
+            continue
+        mine = code[judged_groups]
+        present[mine] = True
+        returned[mine] += np.diff(np.append(starts, n))[judged_groups]
+        # rank within each query: sort by score (then id) unless the rows are in that order
         same = ~new_group[1:]
         ordered = not np.any(same & (score[1:] > score[:-1]))
         if ordered:  # the usual file: each query's lines best first; only ties to order
-            position = np.arange(q.size) - starts[group]
+            position = np.arange(n) - starts[group]
             _order_ties(position, same & (score[1:] == score[:-1]), d, chunk.docs)
         else:
             doc_rank = _doc_rank(chunk.docs)
             order = np.lexsort((-doc_rank[d], -score, group))
-            position = np.empty(q.size, dtype=np.int64)
-            position[order] = np.arange(q.size) - starts[group[order]]
+            position = np.empty(n, dtype=np.int64)
+            position[order] = np.arange(n) - starts[group[order]]
         # the judgments of those queries, each judged document's code among the chunk's
         # documents (a hash of this chunk's ids only: work in proportion to the chunk)
-        lo = qrels.starts[cq[mine]]
-        lengths = qrels.starts[cq[mine] + 1] - lo
+        lo = qrels.starts[mine]
+        lengths = qrels.starts[mine + 1] - lo
         rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
-        doc = _codes(arrow("take", qrels.docs, from_numpy(qrels.d[rows])), chunk.docs)
+        if not chunk.shared_docs:
+            doc = _codes(arrow("take", qrels.docs, from_numpy(qrels.d[rows])), chunk.docs)
+        else:  # one dictionary for the whole run: every judged document looked up in it once
+            if chunk.docs is not mapped_docs:
+                mapped_docs, judged_code = chunk.docs, _codes(qrels.docs, chunk.docs)
+            doc = judged_code[qrels.d[rows]]
         retrieved = doc >= 0
         rows = rows[retrieved]
-        wanted = np.repeat(mine, lengths)[retrieved] * max(len(chunk.docs), 1) + doc[retrieved]
-        at = np.minimum(np.searchsorted(keys, wanted), keys.size - 1)
-        hit = keys[at] == wanted
-        rank[rows[hit]] = position[by_key[at[hit]]]
+        wanted = np.repeat(judged_groups, lengths)[retrieved] * max(len(chunk.docs), 1) + \
+            doc[retrieved]
+        at = np.minimum(np.searchsorted(pairs, wanted), n - 1)
+        hit = pairs[at] == wanted
+        rank[rows[hit]] = position[pair_rows[at[hit]]]
 
     chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
     values = _blocks(qrels, chosen, rank, returned, metrics, settings)
@@ -117,6 +117,25 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             arr[absent & ~np.isnan(arr)] = 0.0
     return Evaluation(query_ids=[qrels.qids[i] for i in chosen.tolist()], values=values,
                       missed=int(n_q - present.sum()), unjudged=unjudged)
+
+
+def _sorted_pairs(group: np.ndarray, d: np.ndarray, n_docs: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every row's (query group, document) as one integer, sorted, with the row it came from;
+    Fallback when a document is listed twice for a query. The row's number rides in the low bits
+    of the sorted integers where they have room (a plain sort is twice as fast as argsort)."""
+    n = group.size
+    pair = group.astype(np.int64) * max(n_docs, 1) + d
+    row_bits = max(int(n - 1).bit_length(), 1)
+    largest = (int(group[-1]) + 1) * max(n_docs, 1) - 1  # group is non-decreasing
+    if largest.bit_length() + row_bits <= 62:
+        packed = np.sort((pair << row_bits) | np.arange(n, dtype=np.int64))
+        pairs, rows = packed >> row_bits, packed & ((1 << row_bits) - 1)
+    else:
+        rows = np.argsort(pair)
+        pairs = pair[rows]
+    if np.any(pairs[1:] == pairs[:-1]):
+        raise Fallback("duplicate document")
+    return pairs, rows
 
 
 def _doc_rank(docs) -> np.ndarray:
@@ -210,10 +229,9 @@ def _refuse_unjudged(run, qrels, qrels_path, run_path) -> None:
 # --------------------------------------------------------------------------- arrays and DataFrames
 
 
-def _encoded(values):
-    """Query or document ids (numpy / pandas / pyarrow, strings or integers) dictionary-encoded:
-    (int32 codes, a string array of the distinct ids). Integers are encoded as integers and only
-    their distinct values become decimal strings, as the dict path makes them."""
+def _as_arrow(values):
+    """Ids (numpy, pandas, pyarrow; strings or integers) as one pyarrow array of strings or
+    integers; Fallback for anything else or a missing id."""
     import pyarrow as pa
 
     if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
@@ -224,24 +242,50 @@ def _encoded(values):
         values = values.combine_chunks()
     if values.null_count:
         raise Fallback("an id is missing")
+    if pa.types.is_dictionary(values.type):  # a pandas categorical: its codes are kept
+        return values
     if pa.types.is_large_string(values.type) or pa.types.is_string_view(values.type):
         values = cast(values, pa.string())
     if not (pa.types.is_string(values.type) or pa.types.is_integer(values.type)):
         raise Fallback("ids are not strings or integers")
-    encoded = arrow("dictionary_encode", values)
+    return values
+
+
+def _encoded(values, *, first_seen: bool = False):
+    """Query or document ids dictionary-encoded: (int32 codes, a string array of the distinct
+    ids), in the order they are first seen when `first_seen` (a pandas categorical's own codes
+    follow its categories). Integers are encoded as integers and only their distinct values
+    become decimal strings, as the dict path makes them."""
+    import pyarrow as pa
+
+    encoded = _as_arrow(values)
+    if not pa.types.is_dictionary(encoded.type):
+        encoded = arrow("dictionary_encode", encoded)
+        first_seen = False  # dictionary_encode numbers ids as it meets them
+    kind = encoded.dictionary.type
+    if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+            or pa.types.is_string_view(kind) or pa.types.is_integer(kind)):
+        raise Fallback("categories are not strings or integers")
+    codes = to_numpy(encoded.indices).astype(np.int32)
     dictionary = encoded.dictionary
-    if pa.types.is_integer(dictionary.type):
+    if first_seen:  # renumber the categories that occur, as they first occur
+        used, first = np.unique(codes, return_index=True)
+        used = used[np.argsort(first)]
+        renumber = np.full(len(dictionary), -1, dtype=np.int32)
+        renumber[used] = np.arange(used.size, dtype=np.int32)
+        codes, dictionary = renumber[codes], arrow("take", dictionary, from_numpy(used))
+    if not pa.types.is_string(dictionary.type):
         dictionary = cast(dictionary, pa.string())
-    return to_numpy(encoded.indices).astype(np.int32), dictionary
+    return codes, dictionary
 
 
-def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc, run_score, *,
-                        max_grade: int | None = None) -> tuple[QrelsColumns, list[RunChunk]]:
-    """Judgments and a run given as parallel arrays, as the columnar path's inputs (one chunk).
-    Fallback for what the exact path must judge: non-finite scores, fractional grades, duplicates."""
+def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> QrelsColumns:
+    """Judgments given as parallel arrays, grouped by query: the columnar path's judgments (built
+    once by `Evaluator` for any number of runs). Fallback for what the exact path must judge:
+    fractional or negative grades, a (query, document) judged twice."""
     from searcheval.io.trec import _has_duplicates
 
-    grade = np.asarray(qrels_grade)
+    grade = np.asarray(grade)
     if grade.dtype.kind == "f":
         if not np.isfinite(grade).all() or (grade != np.round(grade)).any():
             raise Fallback("grades are not whole")
@@ -250,28 +294,79 @@ def columns_from_arrays(qrels_query, qrels_doc, qrels_grade, run_query, run_doc,
     grade = grade.astype(np.int64)
     if grade.size and (grade.min() < 0 or (max_grade is not None and grade.max() > max_grade)):
         raise Fallback("grade outside the scale")
-    score = np.asarray(run_score)
-    if score.dtype.kind not in "iuf" or not np.isfinite(score.astype(np.float64)).all():
-        raise Fallback("scores are not finite numbers")
-    score = score.astype(np.float64)
-
-    q, qids = _encoded(qrels_query)
-    d, docs = _encoded(qrels_doc)
+    q, qids = _encoded(query, first_seen=True)  # queries in the order the judgments give them
+    d, docs = _encoded(doc)
     order = np.argsort(q, kind="stable")
     q, d, grade = q[order], d[order], grade[order]
     if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
         raise Fallback("duplicate judgment")
-    qrels = QrelsColumns(qids=qids.to_pylist(), docs=docs, qid_values=qids, q=q, d=d,
-                         grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
+    return QrelsColumns(qids=qids.to_pylist(), docs=docs, qid_values=qids, q=q, d=d,
+                        grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
 
-    rq, run_qids = _encoded(run_query)
-    rdc, run_docs = _encoded(run_doc)
-    if rq.size and np.any(rq[1:] < rq[:-1]):  # not grouped in first-seen order: group the rows
-        order = np.argsort(rq, kind="stable")
-        rq, rdc, score = rq[order], rdc[order], score[order]
-    chunk = RunChunk(qids=run_qids.to_pylist(), docs=run_docs, q=rq, d=rdc, score=score,
-                     qid_values=run_qids)
-    return qrels, [chunk]
+
+def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChunk]:
+    """A run given as parallel arrays, in chunks of whole queries of about `rows` rows that share
+    one dictionary of ids (so judged documents are looked up in it once). Rows of a query apart
+    are grouped first. Fallback for scores that are not finite numbers."""
+    score = np.asarray(score)
+    if score.dtype.kind not in "iuf" or not np.isfinite(score.astype(np.float64)).all():
+        raise Fallback("scores are not finite numbers")
+    score = score.astype(np.float64, copy=False)
+    q, qids = _grouped(query)
+    d, docs = _encoded(doc)
+    if q.size and np.any(q[1:] < q[:-1]):  # not grouped in first-seen order: group the rows
+        order = np.argsort(q, kind="stable")
+        q, d, score = q[order], d[order], score[order]
+    cuts = [0]
+    if q.size:
+        starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+        cuts = np.unique(starts[np.searchsorted(starts, np.arange(0, q.size, rows), "right") - 1])
+        cuts = cuts.tolist()
+    qid_list = qids.to_pylist()
+    return [RunChunk(qids=qid_list, docs=docs, q=q[a:b], d=d[a:b], score=score[a:b],
+                     qid_values=qids, shared_docs=True)
+            for a, b in zip(cuts, [*cuts[1:], q.size]) if b > a] or \
+        [RunChunk(qids=qid_list, docs=docs, q=q, d=d, score=score, qid_values=qids)]
+
+
+def _grouped(values):
+    """Query ids as codes: where the rows of each query are together (the usual case), read off
+    where the id changes, without hashing every row; else dictionary-encoded."""
+    import pyarrow as pa
+
+    array = _as_arrow(values)
+    n = len(array)
+    if n > 1 and not pa.types.is_dictionary(array.type):
+        change = to_numpy(arrow("not_equal", array.slice(1), array.slice(0, n - 1))).astype(bool)
+        starts = np.flatnonzero(np.concatenate(([True], change)))
+        ids = arrow("take", array, from_numpy(starts))
+        if len(arrow("unique", ids)) == len(ids):  # each query's rows in one place
+            lengths = np.diff(np.append(starts, n))
+            if pa.types.is_integer(ids.type):
+                ids = cast(ids, pa.string())
+            return np.repeat(np.arange(len(ids), dtype=np.int32), lengths), ids
+    return _encoded(array)
+
+
+def _column(frame, name: str):
+    try:
+        return frame[name]
+    except (KeyError, IndexError, TypeError):
+        raise Fallback(f"no column {name!r}") from None
+
+
+def qrels_from_frame(frame, columns: tuple[str, str, str], *,
+                     max_grade: int | None = None) -> QrelsColumns:
+    """Judgments from a DataFrame (or a pyarrow Table, or a mapping of arrays) by column name."""
+    query, doc, grade = (_column(frame, c) for c in columns)
+    return qrels_from_arrays(query, doc, np.asarray(grade), max_grade=max_grade)
+
+
+def run_from_frame(frame, columns: tuple[str, str, str], *,
+                   rows: int = CHUNK_ROWS) -> list[RunChunk]:
+    """A run from a DataFrame (or a pyarrow Table, or a mapping of arrays) by column name."""
+    query, doc, score = (_column(frame, c) for c in columns)
+    return run_from_arrays(query, doc, np.asarray(score), rows=rows)
 
 
 def evaluate_frames(qrels_frame, run_frame, metrics: Sequence[Metric], settings: Settings, *,
@@ -279,13 +374,6 @@ def evaluate_frames(qrels_frame, run_frame, metrics: Sequence[Metric], settings:
                     run_columns: tuple[str, str, str]) -> Evaluation:
     """DataFrames (or anything with named columns) through the columnar path; Fallback when a
     column is missing or its values are what the dict path must refuse."""
-    try:
-        qrels_parts = [qrels_frame[c] for c in qrels_columns]
-        run_parts = [run_frame[c] for c in run_columns]
-    except KeyError:
-        raise Fallback("a column is missing") from None
-    qrels, chunks = columns_from_arrays(*(np.asarray(p) if i == 2 else p
-                                          for i, p in enumerate(qrels_parts)),
-                                        *(np.asarray(p) if i == 2 else p
-                                          for i, p in enumerate(run_parts)))
-    return evaluate_columns(qrels, chunks, metrics, settings, complete=complete)
+    return evaluate_columns(qrels_from_frame(qrels_frame, qrels_columns),
+                            run_from_frame(run_frame, run_columns), metrics, settings,
+                            complete=complete)

@@ -167,3 +167,89 @@ def test_stopping_early_leaves_no_reader_thread(tmp_path):
     assert any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
     chunks.close()  # the caller had enough (as `score` does on a refusal)
     assert not any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
+
+
+def table_shapes(frame_, shape: str):
+    """The same rows as each table shape the public API takes."""
+    import pyarrow as pa
+
+    if shape == "dataframe":
+        return frame_
+    if shape == "categorical":
+        return frame_.astype({"query_id": "category", "doc_id": "category"})
+    if shape == "arrow":
+        return pa.Table.from_pandas(frame_, preserve_index=False)
+    return {c: frame_[c].to_numpy() for c in frame_.columns}  # "arrays"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(collections, int_collections), st.sampled_from([None, False, True]),
+       st.booleans(), st.sampled_from(["dataframe", "categorical", "arrow", "arrays"]),
+       st.sampled_from([1, 3, 50_000]))
+def test_an_evaluator_scores_every_table_shape_as_the_dict_engine(coll, complete, compat, shape,
+                                                                  rows):
+    """Judgments prepared once (`searcheval.Evaluator`) score runs given as DataFrames (plain or
+    categorical), pyarrow Tables or dicts of numpy arrays, split into chunks of whole queries of
+    `rows` rows, with the dict engine's numbers; the same evaluator scores a second run too."""
+    import searcheval
+    from searcheval.metrics import columnar
+
+    qrels, run = coll
+    run = {q: r for q, r in run.items() if r}
+    if not run:
+        return
+    string_qrels = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
+    string_run = {str(q): {str(d): v for d, v in docs.items()} for q, docs in run.items()}
+    conventions = Settings(trec_compat=compat)
+    evaluator = searcheval.Evaluator(table_shapes(frame(qrels, "grade"), shape), METRICS,
+                                     trec_compat=compat)
+    assert evaluator._columnar is not None  # the judgments took the columnar path
+    chunks = columnar.run_from_frame(table_shapes(frame(run, "score"), shape),
+                                     ("query_id", "doc_id", "score"), rows=rows)
+    assert sum(c.q.size for c in chunks) == sum(map(len, run.values()))
+    queries = [set(c.q.tolist()) for c in chunks]  # whole queries: none in two chunks
+    assert sum(map(len, queries)) == len(set().union(*queries)) == len(run)
+    if rows == 1:  # a chunk a query
+        assert len(chunks) == len(run)
+    got = columnar.evaluate_columns(evaluator._columnar, chunks, METRICS, conventions,
+                                    complete=(False if compat else None)
+                                    if complete is None else complete)
+    same(got, evaluate(string_qrels, string_run, METRICS, conventions, complete=complete))
+    # the public call, and a second run through the same evaluator (its reverse: another order)
+    same(evaluator.evaluate(table_shapes(frame(run, "score"), shape), complete=complete),
+         evaluate(string_qrels, string_run, METRICS, conventions, complete=complete))
+    reverse = {q: {d: -v for d, v in docs.items()} for q, docs in string_run.items()}
+    reversed_frame = frame({q: {d: -v for d, v in docs.items()} for q, docs in run.items()},
+                           "score")
+    same(evaluator.evaluate(table_shapes(reversed_frame, shape), complete=complete),
+         evaluate(string_qrels, reverse, METRICS, conventions, complete=complete))
+
+
+@pytest.mark.parametrize("n_docs", [7, 2**50])
+def test_sorted_pairs_finds_every_row_and_a_document_listed_twice(n_docs):
+    """Both ways of sorting (query, document) pairs: the row number packed below the pair when
+    it fits in 62 bits, argsort when it does not (2**50 documents)."""
+    from searcheval.io.trec import Fallback
+    from searcheval.metrics.columnar import _sorted_pairs
+
+    group = np.array([0, 0, 0, 1, 1, 2], dtype=np.int64)
+    d = np.array([5, 1, 3, 1, 6, 0], dtype=np.int64)
+    pairs, rows = _sorted_pairs(group, d, n_docs)
+    assert pairs.tolist() == sorted((group * n_docs + d).tolist())
+    assert (group[rows] * n_docs + d[rows]).tolist() == pairs.tolist()
+    with pytest.raises(Fallback):
+        _sorted_pairs(group, np.array([5, 1, 5, 1, 6, 0]), n_docs)  # d5 twice in query 0
+
+
+def test_a_dict_of_arrays_with_a_bad_score_is_refused_by_the_exact_path():
+    import searcheval
+    from searcheval.errors import InputError
+
+    qrels = {"query_id": np.array([1, 1]), "doc_id": np.array([10, 11]), "grade": np.array([1, 0])}
+    run = {"query_id": np.array([1, 1]), "doc_id": np.array([10, 11]),
+           "score": np.array([0.5, np.nan])}
+    with pytest.raises(InputError, match="finite scores in column 'score'"):
+        searcheval.Evaluator(qrels).evaluate(run)
+    with pytest.raises(InputError, match="missing column"):
+        searcheval.evaluate(qrels, {"qid": np.array([1]), "doc_id": np.array([10]),
+                                    "score": np.array([1.0])})
