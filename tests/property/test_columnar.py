@@ -160,7 +160,7 @@ def test_a_fault_deep_in_a_long_file_is_the_exact_loaders_refusal(tmp_path, faul
 def test_stopping_early_leaves_no_reader_thread(tmp_path):
     import threading
 
-    long_run(tmp_path, 3000)
+    long_run(tmp_path, 10_000)  # 4.4 MB: more than the 8 parsed batches (256 KiB) that may wait
     chunks = iter_run_chunks(tmp_path / "run", rows=1000)
     first = next(chunks)
     assert first.q.size >= 1000
