@@ -79,6 +79,34 @@ def add_benchmark(sub) -> None:
     add_benchmark_backend(bsub)
     add_benchmark_score(bsub)
     add_benchmark_snapshots(bsub)
+    add_benchmark_run(bsub)
+
+
+def add_benchmark_run(bsub) -> None:
+    scifact = Path("../shared/datasets/scifact")
+    b = bsub.add_parser("run", help="whole `searcheval run` processes on a dataset, cold and "
+                                    "warm, beside raw sentence-transformers on the same texts, "
+                                    "and where a warm run's time goes")
+    b.add_argument("--dataset", type=Path, default=scifact,
+                   help=f"the dataset a run evaluates (default {scifact})")
+    b.add_argument("--project", type=Path, default=Path("."),
+                   help="the project folder whose flows/ run (default: this folder)")
+    b.add_argument("--batch-size", type=int, default=64,
+                   help="texts per encode batch of the raw reference (the run's own: 64)")
+    b.set_defaults(handler=cmd_benchmark_run)
+
+
+def cmd_benchmark_run(args: argparse.Namespace) -> int:
+    from searcheval.bench.run import benchmark_run
+
+    if args.batch_size < 1:
+        raise InputError("expected a batch size >= 1", field="batch_size")
+    try:
+        figures = benchmark_run(args.dataset, project=args.project, batch_size=args.batch_size)
+    except RuntimeError as exc:  # a timed process failed: its own last lines say why
+        print(f"searcheval: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
 
 def add_benchmark_score(bsub) -> None:

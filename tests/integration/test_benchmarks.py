@@ -27,21 +27,19 @@ SLICE_QUERIES = 8
 CONFIGURATIONS = ["dense", "dense-exact", "bm25", "fused"]
 
 
-@pytest.fixture(scope="module")
-def scifact_slice(tmp_path_factory) -> Path:
-    """200 SciFact documents in BEIR layout: the judged documents of the first 8 test queries,
-    then the corpus in order; those 8 queries and their judgments."""
-    out = tmp_path_factory.mktemp("bench") / "scifact-slice"
+def write_slice(out: Path, n_docs: int, n_queries: int) -> Path:
+    """`n_docs` SciFact documents in BEIR layout: the judged documents of the first `n_queries`
+    test queries, then the corpus in order; those queries and their judgments."""
     (out / "qrels").mkdir(parents=True)
     rows = [line.split("\t") for line in
             (SCIFACT / "qrels" / "test.tsv").read_text(encoding="utf-8").splitlines()[1:]]
-    qids = list(dict.fromkeys(r[0] for r in rows))[:SLICE_QUERIES]
+    qids = list(dict.fromkeys(r[0] for r in rows))[:n_queries]
     judged = [r for r in rows if r[0] in qids]
     needed = {r[1] for r in judged}
     docs = [json.loads(line) for line in
             (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines()]
     keep = [d for d in docs if d["_id"] in needed]
-    keep += [d for d in docs if d["_id"] not in needed][:SLICE_DOCS - len(keep)]
+    keep += [d for d in docs if d["_id"] not in needed][:n_docs - len(keep)]
     queries = [json.loads(line) for line in
                (SCIFACT / "queries.jsonl").read_text(encoding="utf-8").splitlines()]
     (out / "corpus.jsonl").write_text("".join(json.dumps(d) + "\n" for d in keep),
@@ -52,6 +50,13 @@ def scifact_slice(tmp_path_factory) -> Path:
         "query-id\tcorpus-id\tscore\n" + "".join("\t".join(r) + "\n" for r in judged),
         encoding="utf-8")
     return out
+
+
+@pytest.fixture(scope="module")
+def scifact_slice(tmp_path_factory) -> Path:
+    """200 SciFact documents and 8 test queries (write_slice)."""
+    return write_slice(tmp_path_factory.mktemp("bench") / "scifact-slice", SLICE_DOCS,
+                       SLICE_QUERIES)
 
 
 @pytest.fixture(scope="module")
@@ -229,3 +234,31 @@ def test_score_benchmark_runs_every_tool_on_the_same_files_and_they_agree(tmp_pa
 def test_score_benchmark_refuses_bad_counts(capsys):
     assert main(["benchmark", "score", "--queries", "0"]) == 2
     assert "--queries" in capsys.readouterr().err
+
+
+def test_run_benchmark_times_whole_runs_cold_then_warm(tmp_path):
+    """`benchmark run` on 30 SciFact documents and 3 queries: raw sentence-transformers, then a
+    cold and a warm `searcheval run` as real processes in a fresh folder. The cold run embeds
+    every text, the warm one none (all from its cache); the breakdown adds up to the warm run;
+    the goals are what the numbers say."""
+    from searcheval.bench import run
+
+    dataset = write_slice(tmp_path / "tiny", 30, 3)
+    lines: list[str] = []
+    figures = run.benchmark_run(dataset, project=ROOT, out=lines.append)
+    texts = figures["texts"]
+    assert texts == 30 + 3  # every document's text and every query's, each once
+    assert figures["cold"]["embeddings"]["embedded"] == texts
+    assert figures["warm"]["embeddings"]["embedded"] == 0
+    assert figures["warm"]["embeddings"]["from_cache"] == texts
+    assert figures["raw"]["encode_s"] > 0 and figures["prefect_server"]["start_s"] > 0
+    warm, cold = figures["warm"]["wall_s"], figures["cold"]["wall_s"]
+    rows = {line.split("|")[1].strip(): float(line.split("|")[2]) for line in lines
+            if line.startswith("| ") and line.split("|")[2].strip()[:1].isdigit()}
+    parts = [v for k, v in rows.items() if k.startswith("of which")]
+    assert len(parts) == 3 and sum(parts) == pytest.approx(warm, abs=0.15)  # printed to 0.1 s
+    goals = figures["goals"]
+    assert goals["warm < 30 s"] == (warm < 30)
+    assert goals["cold <= 1.15 x raw + 20 s"] == (cold <= 1.15 * figures["raw"]["encode_s"] + 20)
+    assert figures["goal_met"] == all(goals.values())
+    assert any(line.startswith("goal: warm < 30 s") for line in lines)
