@@ -110,7 +110,7 @@ def look_up_results(lookups: Lookups, runs: dict[str, RankedRun],
         key = lookups.by_configuration.get(c.name)
         if key is None or c.name not in runs:
             continue
-        depth = lookups.params[key].get("depth", 10)
+        depth = lookups.params[key]["depth"]
         ids = set(judged)
         for hits in runs[c.name].results.values():
             ids.update(d for d, _ in hits[:depth])

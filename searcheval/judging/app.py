@@ -17,8 +17,9 @@ one since the page was loaded (that grade is then stale, as it should be).
 
 Who grades: the judge is the server's (`--judge`), never a form field; a form that names one is
 refused. Each grade is one new row (source `human`, the guideline's version, the content hash of
-the document the judge saw), written at once; a page that is out of date (another tab graded the pair since it
-was loaded) is refused with 409 and writes nothing. Undo retracts the judge's latest grade of this
+the document the judge saw), written at once; a page that is out of date (another tab graded the
+pair since it was loaded) is refused with 409 and writes nothing; so is a form that names a version
+of the document the page never showed (400). Undo retracts the judge's latest grade of this
 session (the row stays, marked retracted).
 
 This module imports FastAPI (its handlers' annotations must resolve at module level): only

@@ -67,7 +67,8 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
                          f"are {', '.join(judges) or 'none'}", field="judgment_rule")
     versions = None
     if not collection.has_catalog:
-        versions = looked_up.load_versions(conn, judgment_set(collection), {r.doc_id for r in rows})
+        versions = looked_up.load_versions(conn, judgment_set(collection),
+                                           {r.doc_id for r in rows})
         if observed is not None:
             versions = observed.applied_to(versions)
     effective = effective_judgments(rows, rule, collection.resources, now=now,

@@ -9,7 +9,7 @@ A configuration names its lookup under `documents:`
       id: id                 # file: the key of a document's id
       title: title           # keys (dotted paths) in a document
       text: text
-      content_hash: content_hash   # optional: a document's hash (else: sha256 of the whole document)
+      content_hash: content_hash   # optional: its hash (else: sha256 of the whole document)
       depth: 10              # results of every query looked up (beside every judged document)
       headers: {Authorization: {env: DOCS_TOKEN}}  # http: as the http kind's headers
       timeout_s: 5
@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from searcheval.defaults import DIFF_TOP_K, POOL_DEPTH
 from searcheval.errors import InputError
 from searcheval.rankers.params import Param, check_params
 
@@ -59,7 +60,8 @@ PARAMS = {
     "headers": Param("mapping", {}),
     "timeout_s": Param("number", 5.0, above=0.0, maximum=600.0),
     "concurrency": Param("integer", 8, minimum=1, maximum=64),
-    "depth": Param("integer", 10, minimum=0, maximum=1000),
+    # what the diff and the pool show of every query by default
+    "depth": Param("integer", max(DIFF_TOP_K, POOL_DEPTH), minimum=0, maximum=1000),
 }
 TEXT_KEPT = 2000  # characters of a document's text kept (what a judge reads on the rating page)
 #: what makes two configurations' lookups one: the same documents, asked for the same way
