@@ -142,7 +142,7 @@ class RatingSession:
             return True, resource.content_hash
         if version:
             found = looked_up.load_version(conn, self.catalog, doc, int(version)) \
-                if version.isdigit() else None
+                if version.isascii() and version.isdigit() and len(version) < 10 else None
             return found is not None, found.content_hash if found else None
         latest = looked_up.latest_versions(conn, self.catalog, [doc]).get(doc)
         return True, latest.content_hash if latest else None

@@ -263,9 +263,10 @@ def test_the_pool_and_the_rating_page_show_the_looked_up_document_and_a_grade_ke
         == [(edited, 2, truth[edited]["content_hash"])]
     assert (latest.version, latest.content_hash) == (3, "newer")
     # a version the page never showed is refused, and nothing is written
-    refused = client.post("/grade", data={"query_id": query, "doc_id": edited, "grade": "1",
-                                          "expected": str(graded[0].id), "version": "9"},
-                          headers={"Accept": "application/json"})
-    assert refused.status_code == 400 and "nothing was written" in refused.json()["error"]
+    for bad in ("9", "²", "99999999999", "x"):
+        refused = client.post("/grade", data={"query_id": query, "doc_id": edited, "grade": "1",
+                                              "expected": str(graded[0].id), "version": bad},
+                              headers={"Accept": "application/json"})
+        assert refused.status_code == 400 and "nothing was written" in refused.json()["error"]
     with database.connect(two_runs["url"]) as conn:
         assert len([r for r in jstore.load_judgment_rows(conn, NAME) if r.judge == "carol"]) == 1
