@@ -27,7 +27,7 @@ from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import task_runner_from_settings
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
-from searcheval.evaluation import pipeline, provenance
+from searcheval.evaluation import lookups, pipeline, provenance
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
 from searcheval.evaluation.pipeline import alert_for, new_run_id
@@ -39,6 +39,7 @@ from searcheval.evaluation.report import (
     verdict_line,
 )
 from searcheval.io.collection import collection_hashes
+from searcheval.judging.judgments import judgment_set
 from searcheval.metrics.engine import parse_metrics
 from searcheval.rankers.configs import load_configurations
 from searcheval.rankers.registry import needs_embeddings
@@ -215,7 +216,10 @@ def nightly(
         loaded: Collection = checked.collection
         conventions = checked.conventions
         pipeline.check_documents(loaded, selected)
-        collection, effective = t.judgments(loaded, judgment_rule, max_age_days)
+        judged = t.judged_documents(loaded) if lookups.any_lookup(selected) else set()
+        looked = lookups.look_up_judged(selected, resolved.served, judged)
+        collection, effective = t.judgments(loaded, judgment_rule, max_age_days,
+                                            looked.observed())
         report = t.validate(collection, max_age_days, min_per_category)
         report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
@@ -247,8 +251,8 @@ def nightly(
     progress.finish("searching")
     failures = pipeline.failures_of(runs, selected, len(collection.queries))
 
-    documents = pipeline.look_up_documents(runs, selected, collection)
-    report = pipeline.lookup_staleness(report, documents, collection)
+    documents = lookups.look_up_results(looked, runs, selected, collection)
+    report = lookups.lookup_staleness(report, documents, collection)
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
     coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
@@ -280,6 +284,7 @@ def nightly(
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),
         failures=failures, candidate=side_by_side, documents=documents,
+        observed=looked.observed(), judgment_set=judgment_set(collection),
         cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),

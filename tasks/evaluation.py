@@ -32,7 +32,9 @@ from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
 from searcheval.judging.judgments import Effective, parse_rule
+from searcheval.judging.source import judged_documents as source_judged_documents
 from searcheval.judging.source import preview_judgments, seed_collection_judgments
+from searcheval.judging.versions import Observed
 from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
 from searcheval.rankers.configs import Configuration
@@ -113,12 +115,22 @@ def load_inputs(fixtures: str | None, dataset: str | None, split: str,
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
-def judgments(collection: Collection, rule: str,
-              max_age_days: int | None) -> tuple[Collection, Effective]:
-    """The collection with its effective judgments: the stored rows plus the dataset's file
-    (read only: the seed is written by `seed_judgments` once the inputs are accepted)."""
+def judged_documents(collection: Collection) -> set[str]:
+    """The documents a golden query has a judgment of: what the document lookups are asked for
+    before the judgments are read."""
     with open_database() as conn:
-        return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days)
+        return source_judged_documents(conn, collection)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def judgments(collection: Collection, rule: str, max_age_days: int | None,
+              observed: Observed | None = None) -> tuple[Collection, Effective]:
+    """The collection with its effective judgments: the stored rows plus the dataset's file
+    (read only: the seed is written by `seed_judgments` once the inputs are accepted), and what
+    this run's document lookups `observed` (staleness without a catalog)."""
+    with open_database() as conn:
+        return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days,
+                                 observed=observed)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

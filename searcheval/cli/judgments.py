@@ -83,6 +83,7 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 def cmd_pool(args: argparse.Namespace) -> int:
     from searcheval.judging import pool as pooling
+    from searcheval.store import documents as looked_up
     from searcheval.store import judgments as store
     from searcheval.store import last_runs
     from searcheval.store.database import open_database
@@ -115,6 +116,9 @@ def cmd_pool(args: argparse.Namespace) -> int:
         items = pooling.build_pool(rankings, set(effective.grades()), args.depth,
                                    {q.id for q in collection.queries})
         items = pooling.assign(items, args.overlap, judges, pool_id)
+        held = {r.id for r in collection.resources}
+        documents = looked_up.latest_versions(conn, judgment_set(collection),
+                                              {i.doc_id for i in items if i.doc_id not in held})
         if args.save:
             store.save_pool(conn, {"pool_id": pool_id, "catalog": judgment_set(collection),
                                    "run_id": run_id, "depth": args.depth,
@@ -124,7 +128,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
                               "best_rank": i.best_rank, "configurations": i.configurations,
                               "judges_needed": i.judges_needed, "assigned": list(i.assigned)}
                              for n, i in enumerate(items, start=1)])
-    rows = pooling.pool_rows(items, collection)
+    rows = pooling.pool_rows(items, collection, documents)
     if args.file is not None or not args.save:
         _write(pooling.write_pool(rows, args.format), args.file)
     doubles = sum(1 for i in items if i.judges_needed == 2)

@@ -8,6 +8,11 @@ with their grades (None: unjudged), the rank of the first relevant result, wheth
 abstained (returned nothing), and which documents entered or left the top k. Queries are sorted
 by the delta of one metric, worst first; the headline counts them: "N worse, M better, K
 unchanged of T".
+
+Each listed document has the title and text the run's document lookup returned for it, as kept
+with the run (`store.documents`; an engine that holds its own documents): the side's own
+configuration's lookup first, else another configuration's of the same run; None when no lookup
+of that run returned it.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from searcheval.defaults import (
     WORST_QUERIES,
 )
 from searcheval.errors import InputError
-from searcheval.store import snapshots
+from searcheval.store import documents, snapshots
 
 #: a delta this small is "unchanged" (floating-point noise of a mean, never a real change)
 EPSILON = 1e-12
@@ -52,6 +57,7 @@ class Side:
     relevance_level: int = RELEVANCE_LEVEL
     pruned: bool = False
     name: str = ""  # how it was asked for ("previous", a run id)
+    documents: dict[str, dict] = field(default_factory=dict)  # doc id -> {title, text, ...}
 
     @property
     def title(self) -> str:
@@ -149,13 +155,18 @@ def _load_side(conn: psycopg.Connection, spec: str, *, configuration: str | None
     for qid in values:
         queries.setdefault(qid, {"text": None, "category": None})
     conventions = summary.get("conventions") or {}
+    looked_up = documents.run_documents(conn, row["run_id"])
+    shown: dict[str, dict] = {}
+    for name in [conf, *sorted(set(looked_up) - {conf})]:
+        for doc_id, d in (looked_up.get(name) or {}).items():
+            shown.setdefault(doc_id, d)
     return Side(run_id=row["run_id"], configuration=conf, dataset=row.get("dataset"),
                 started_at=row.get("started_at"), label=row.get("label"),
                 lists=snapshots.load_ranked_results(conn, row["run_id"], conf), values=values,
                 queries=queries,
                 relevance_level=int(conventions.get("relevance_level") or RELEVANCE_LEVEL),
                 pruned=row.get("snapshot_pruned_at") is not None
-                or row.get("snapshot_depth") is None, name=spec)
+                or row.get("snapshot_depth") is None, name=spec, documents=shown)
 
 
 def _first_relevant(docs, level: int) -> int | None:
@@ -167,6 +178,12 @@ def _first_relevant(docs, level: int) -> int | None:
 
 def _num(value):
     return None if value is None or (isinstance(value, float) and math.isnan(value)) else value
+
+
+def _entry(rank: int, doc_id: str, score: float, grade: int | None, side: Side) -> dict:
+    found = side.documents.get(doc_id) or {}
+    return {"rank": rank, "doc_id": doc_id, "score": score, "grade": grade,
+            "title": found.get("title"), "text": found.get("text")}
 
 
 def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP_K,
@@ -195,10 +212,8 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
         rows.append({
             "query_id": qid, "text": info.get("text"), "category": info.get("category"),
             "status": status, "delta": delta, "metrics": values,
-            "a": [{"rank": r, "doc_id": d, "score": s, "grade": g}
-                  for r, (d, s, g) in enumerate(la[:k], start=1)],
-            "b": [{"rank": r, "doc_id": d, "score": s, "grade": g}
-                  for r, (d, s, g) in enumerate(lb[:k], start=1)],
+            "a": [_entry(r, d, s, g, a) for r, (d, s, g) in enumerate(la[:k], start=1)],
+            "b": [_entry(r, d, s, g, b) for r, (d, s, g) in enumerate(lb[:k], start=1)],
             "first_relevant": {"a": _first_relevant(la, a.relevance_level),
                                "b": _first_relevant(lb, b.relevance_level)},
             # a side without stored lists (pruned) cannot say whether it abstained
@@ -265,6 +280,8 @@ def _doc(entry: dict | None) -> str:
     if entry is None:
         return ""
     grade = "unjudged" if entry["grade"] is None else f"grade {entry['grade']}"
+    if entry.get("title"):
+        return f"{_cell(entry['title'])} ({_cell(entry['doc_id'])}, {grade})"
     return f"{_cell(entry['doc_id'])} ({grade})"
 
 

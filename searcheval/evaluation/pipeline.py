@@ -429,9 +429,9 @@ def what_ran(configurations, selected: list[Configuration]) -> dict:
 def publish_history(conn: psycopg.Connection, result: EvaluationResult,
                     runs: dict[str, RankedRun] | None = None, qrels: dict | None = None) -> int:
     """One run row, its metric rows, per-query rows and segment rows, the record of what ran
-    (migration 003) and (given `runs`) its snapshot: the ranked lists to `result.snapshot_depth`
-    (default SNAPSHOT_DEPTH) with the grade each document had in `qrels`, all in one
-    transaction. Returns the snapshot rows written."""
+    (migration 003), what its document lookups returned (migration 008) and (given `runs`) its
+    snapshot: the ranked lists to `result.snapshot_depth` (default SNAPSHOT_DEPTH) with the grade
+    each document had in `qrels`, all in one transaction. Returns the snapshot rows written."""
     from searcheval.store import snapshots
 
     code = (result.what_ran or {}).get("code") or {}
@@ -457,10 +457,22 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
             snapshots.set_run_identity(cur, result.run_id, dataset=result.dataset,
                                        label=result.label, kind=result.kind,
                                        depth=None if runs is None else depth)
+            save_looked_up(cur, result)
             if runs is None:
                 return 0
             result.snapshot_depth = depth
             return snapshots.write_ranked_results(cur, result.run_id, runs, qrels or {}, depth)
+
+
+def save_looked_up(cur: psycopg.Cursor, result: EvaluationResult) -> None:
+    """What the run's lookups returned: per configuration (the diff's titles), and as one more
+    report of each document's version (staleness, the pool, the rating page)."""
+    from searcheval.store import documents
+
+    if result.documents:
+        documents.write_run_documents(cur, result.run_id, result.documents)
+    if result.observed is not None and result.judgment_set:
+        documents.record_versions(cur, result.judgment_set, result.observed, result.run_id)
 
 
 def model_sha256(model_path: str | None = None) -> str | None:
@@ -616,50 +628,3 @@ def check_documents(collection: Collection, configurations: list[Configuration])
             raise InputError(f"the {c.name} configuration ({c.kind}) searches the dataset's "
                              "documents, and this dataset has none: run configurations that "
                              "hold their own (http, python, trec)", field="configurations")
-
-
-LOOKUP_TOP = 3  # results per query whose titles the report shows
-
-
-def look_up_documents(runs: dict[str, RankedRun], configurations: list[Configuration],
-                      collection: Collection, top: int = LOOKUP_TOP) -> dict:
-    """Each configuration's document lookup over its judged documents and the top `top`
-    results of every query: what the report shows, and what staleness reads."""
-    from searcheval.rankers.documents import look_up
-
-    judged = {j.doc_id for j in collection.judgments}
-    out = {}
-    for c in configurations:
-        if not c.documents or c.name not in runs:
-            continue
-        run = runs[c.name]
-        shown = {qid: [d for d, _ in hits[:top]] for qid, hits in run.results.items()}
-        found = look_up(c.documents, judged | {d for ids in shown.values() for d in ids})
-        out[c.name] = {
-            "looked_up": len(found["documents"]) + len(found["gone"]) + len(found["failed"]),
-            "gone": found["gone"], "failed": found["failed"],
-            "top": {qid: [{"id": d, "title": (found["documents"].get(d) or {}).get("title")}
-                          for d in ids] for qid, ids in shown.items()},
-            "documents": found["documents"]}
-    return out
-
-
-def lookup_staleness(report: ValidationReport, documents: dict,
-                     collection: Collection) -> ValidationReport:
-    """The validation report with the judgments a lookup found gone or changed added as stale
-    (each judgment once, validation's own reason first)."""
-    from searcheval.evaluation.validation import StaleJudgment
-    from searcheval.rankers.documents import stale_from_lookup
-
-    if not documents:
-        return report
-    hashes = {r.id: r.content_hash for r in collection.resources}
-    seen = {(s.query_id, s.doc_id) for s in report.stale}
-    stale = list(report.stale)
-    for found in documents.values():
-        lookup = {"gone": found["gone"], "documents": found["documents"]}
-        for qid, doc_id, reason in stale_from_lookup(lookup, collection.judgments, hashes):
-            if (qid, doc_id) not in seen:
-                seen.add((qid, doc_id))
-                stale.append(StaleJudgment(qid, doc_id, reason))
-    return replace(report, stale=stale)

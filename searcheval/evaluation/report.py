@@ -15,6 +15,7 @@ from pathlib import Path
 
 from searcheval.evaluation.gate import GateResult, gate_status, status_line
 from searcheval.io.trec import write_trec_run
+from searcheval.judging.versions import Observed
 from searcheval.metrics.scoring import ConfigurationScores
 from searcheval.types import RankedRun
 
@@ -42,7 +43,9 @@ class EvaluationResult:
     what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
     candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
     cost: dict = field(default_factory=dict)  # pipeline.costs: usage and cost per configuration
-    documents: dict = field(default_factory=dict)  # pipeline.look_up_documents, per configuration
+    documents: dict = field(default_factory=dict)  # lookups.look_up_results, per configuration
+    observed: Observed | None = None  # what the run's lookups reported (kept as versions)
+    judgment_set: str | None = None  # whose judgments and document versions (judgments.catalog)
 
     @property
     def incomplete(self) -> list[str]:
@@ -522,12 +525,17 @@ def judging_markdown(judging: dict, scores: dict) -> str:
           f"{pool.get('k')}: list them with `{pool.get('command')}`\n")
     stale = j.get("stale_by_judge") or {}
     if j.get("judges"):
-        w("\n| judge | pairs | stale: removed | changed after judged | too old |\n"
-          "|---|---|---|---|---|\n")
+        lookup = any(r.get("document-gone") or r.get("document-changed")
+                     for r in stale.values())  # the columns of a document lookup's reasons
+        w("\n| judge | pairs | stale: removed | changed after judged | too old |"
+          + (" document gone | document changed |" if lookup else "") + "\n"
+          "|---|---|---|---|---|" + ("---|---|" if lookup else "") + "\n")
         for judge, pairs in j["judges"].items():
             r = stale.get(judge) or {}
             w(f"| {_cell(judge)} | {pairs} | {r.get('resource-removed', 0)} "
-              f"| {r.get('changed-after-judged', 0)} | {r.get('too-old', 0)} |\n")
+              f"| {r.get('changed-after-judged', 0)} | {r.get('too-old', 0)} |"
+              + (f" {r.get('document-gone', 0)} | {r.get('document-changed', 0)} |"
+                 if lookup else "") + "\n")
     configurations = judging.get("configurations") or {}
     if configurations:
         metrics = [m for m in next(iter(configurations.values())).get("bounds", {})]

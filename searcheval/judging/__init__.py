@@ -1,4 +1,5 @@
 """The judgment loop: judgments with provenance and the effective-grade rule (`judgments`),
-reading and writing judgment files (`files`), pools of unjudged results (`pool`), agreement
-between judges (`agreement`), what a run's judgments say in its report (`summary`), and the
-rating page (`app`, FastAPI; imported only by `searcheval rate`)."""
+reading and writing judgment files (`files`), the versions of an engine's own documents its
+lookup reported and the staleness they tell (`versions`), pools of unjudged results (`pool`),
+agreement between judges (`agreement`), what a run's judgments say in its report (`summary`), and
+the rating page (`app`, FastAPI; imported only by `searcheval rate`)."""

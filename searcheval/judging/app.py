@@ -9,10 +9,17 @@ forms work without the script; the script posts the same forms with `fetch`.
 What the page never shows: scores, ranks, configuration names (they would bias the grade); the
 documents of a query are in an order of their own (a hash of judge and document), not the pool's.
 
+Which text: the catalog's; a document the catalog does not hold (a dataset without one: the
+engine holds the documents) shows the latest version its document lookup reported, as the runs
+kept it (`store.documents`; the engine is not asked). The page names that version in its form, so
+a grade records the content hash of the version the judge saw, even when a run has seen a newer
+one since the page was loaded (that grade is then stale, as it should be).
+
 Who grades: the judge is the server's (`--judge`), never a form field; a form that names one is
-refused. Each grade is one new row (source `human`, the guideline's version, the document's
-content hash), written at once; a page that is out of date (another tab graded the pair since it
-was loaded) is refused with 409 and writes nothing. Undo retracts the judge's latest grade of this
+refused. Each grade is one new row (source `human`, the guideline's version, the content hash of
+the document the judge saw), written at once; a page that is out of date (another tab graded the
+pair since it was loaded) is refused with 409 and writes nothing; so is a form that names a version
+of the document the page never showed (400). Undo retracts the judge's latest grade of this
 session (the row stays, marked retracted).
 
 This module imports FastAPI (its handlers' annotations must resolve at module level): only
@@ -39,12 +46,14 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from searcheval.defaults import GUIDELINE_VERSION
 from searcheval.errors import InputError
 from searcheval.judging.judgments import JudgmentRow, check_judge, judgment_set, latest_by_judge
+from searcheval.judging.pool import shown_document
+from searcheval.store import documents as looked_up
 from searcheval.store import judgments as store
 from searcheval.store.database import connect
 from searcheval.types import Collection
 
 COOKIE = "searcheval_rate"
-FORM_FIELDS = {"query_id", "doc_id", "grade", "expected"}
+FORM_FIELDS = {"query_id", "doc_id", "grade", "expected", "version"}
 
 GUIDELINE = {
     3: "Exactly what the query asks for: the listing a user with this intent wants first.",
@@ -110,15 +119,33 @@ class RatingSession:
         latest = self._latest(conn)
         docs = [i["doc_id"] for i in self.mine if i["query_id"] == query_id]
         docs.sort(key=lambda d: hashlib.sha256(f"{self.judge}\x1f{d}".encode()).hexdigest())
+        versions = looked_up.latest_versions(conn, self.catalog,
+                                             [d for d in docs if d not in self.resources])
         out = []
         for doc in docs:
             r = self.resources.get(doc)
+            v = None if r is not None else versions.get(doc)
+            shown = shown_document(r, v)
             mine = latest.get((query_id, doc), {}).get(self.judge)
-            out.append({"doc_id": doc, "title": r.name if r else doc,
-                        "text": r.description if r else "", "tags": list(r.tags) if r else [],
+            out.append({"doc_id": doc, "title": shown["title"] or doc, "text": shown["text"],
+                        "tags": shown["tags"], "gone": v is not None and v.gone,
+                        "version": str(v.version) if v is not None and not v.gone else "",
                         "grade": mine.grade if mine else None,
                         "expected": str(mine.id) if mine and mine.id is not None else ""})
         return out
+
+    def seen_hash(self, conn, doc: str, version: str) -> tuple[bool, str | None]:
+        """(known, the content hash of what the judge saw): the catalog's, the looked-up version
+        the page named, or (a form that names none) the latest one."""
+        resource = self.resources.get(doc)
+        if resource is not None:
+            return True, resource.content_hash
+        if version:
+            found = looked_up.load_version(conn, self.catalog, doc, int(version)) \
+                if version.isascii() and version.isdigit() and len(version) < 10 else None
+            return found is not None, found.content_hash if found else None
+        latest = looked_up.latest_versions(conn, self.catalog, [doc]).get(doc)
+        return True, latest.content_hash if latest else None
 
     def first_open_query(self, conn) -> str | None:
         latest = self._latest(conn)
@@ -159,11 +186,14 @@ class RatingSession:
             return 400, {"error": "expected the id of the grade the page showed: nothing was "
                                   "written"}
         expected = int(expected_raw) if expected_raw else None
-        resource = self.resources.get(doc)
+        version = (form.get("version") or [""])[0].strip()
+        known, seen = self.seen_hash(conn, doc, version)
+        if not known:
+            return 400, {"error": f"expected a version of {doc!r} the page showed, got "
+                                  f"{version!r}: nothing was written"}
         row = JudgmentRow(query_id=qid, doc_id=doc, grade=int(raw), judge=self.judge,
                           judged_at=datetime.now(timezone.utc), source="human",
-                          guideline=self.guideline,
-                          content_hash=resource.content_hash if resource else None,
+                          guideline=self.guideline, content_hash=seen,
                           origin=f"rate:{self.pool['pool_id']}")
         done = store.record_grade(conn, self.catalog, row, expected)
         if done.id is None:

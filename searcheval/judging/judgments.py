@@ -16,6 +16,10 @@ Staleness uses the provenance of each row: a row is stale when its document is n
 catalog (`resource-removed`), when it was judged before the document's content last changed (its
 recorded content hash differs from the current one, or it was judged before the document's
 `updated_at`: `changed-after-judged`), or when it is older than the maximum age (`too-old`).
+Without a catalog (the search engine holds the documents) a document lookup's versions take the
+catalog's place (`judging.versions`): a row is stale when the lookup last reported its document
+gone (`document-gone`), or when the version it was made on has another hash than the latest one
+(`document-changed`).
 Stale rows do not count towards the effective grade; a pair whose rows are all stale keeps an
 effective grade from them, marked stale, so that validation reports it and scoring leaves it out
 (as before judgments had provenance).
@@ -31,9 +35,13 @@ from datetime import datetime, timezone
 
 from searcheval.defaults import JUDGMENT_RULE, JUDGMENT_SOURCES
 from searcheval.errors import InputError
+from searcheval.judging.versions import Version, lookup_stale_reason
 from searcheval.types import Judgment, Resource
 
-STALE_REASONS = ("resource-removed", "changed-after-judged", "too-old")  # priority order
+# priority order; the lookup's two are counted only where a document lookup is used
+STALE_REASONS = ("resource-removed", "document-gone", "changed-after-judged", "document-changed",
+                 "too-old")
+LOOKUP_REASONS = ("document-gone", "document-changed")
 RULES = ("median", "majority", "judge:NAME")
 
 
@@ -162,12 +170,16 @@ def latest_by_judge(rows: list[JudgmentRow]) -> dict[tuple[str, str], dict[str, 
 
 
 def stale_reason(row: JudgmentRow, resource: Resource | None, *, now: datetime,
-                 max_age_days: float | None, catalog: bool = True) -> str | None:
+                 max_age_days: float | None, catalog: bool = True,
+                 versions: list[Version] | None = None) -> str | None:
     """Why `row` is stale (STALE_REASONS), or None when it is fresh. Without a catalog (the
-    search engine holds the documents) a document is never "removed" for want of one: only its
-    age counts here (a document lookup says what is gone or changed)."""
+    search engine holds the documents) a document is never "removed" for want of one: the
+    versions its lookup reported say whether it is gone or changed, then its age counts."""
     judged = _utc(row.judged_at)
     if resource is None and not catalog:
+        reason = lookup_stale_reason(row.content_hash, row.judged_at, versions)
+        if reason is not None:
+            return reason
         if judged is not None and max_age_days is not None \
                 and (_utc(now) - judged).total_seconds() / 86400 > max_age_days:
             return "too-old"
@@ -220,15 +232,19 @@ class Effective:
 
 def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Resource], *,
                         now: datetime | None = None,
-                        max_age_days: float | None = None, catalog: bool = True) -> Effective:
+                        max_age_days: float | None = None, catalog: bool = True,
+                        versions: dict[str, list[Version]] | None = None) -> Effective:
     """The effective grade of every pair under `rule`, from fresh rows (module docstring);
-    `catalog` False: the dataset has no documents of its own (`stale_reason`)."""
+    `catalog` False: the dataset has no documents of its own, and `versions` (doc id -> what its
+    lookup reported, `judging.versions`) say what is gone or changed (`stale_reason`)."""
+    versions = versions or {}
     now = _utc(now) or datetime.now(timezone.utc)
     by_id = {r.id: r for r in resources}
     judgments: list[Judgment] = []
     stale_only: list[Judgment] = []
     stale_pairs: dict[tuple[str, str], str] = {}
-    stale_by_judge: dict[str, dict[str, int]] = defaultdict(lambda: {r: 0 for r in STALE_REASONS})
+    stale_by_judge: dict[str, dict[str, int]] = defaultdict(
+        lambda: {r: 0 for r in STALE_REASONS if r not in LOOKUP_REASONS})
     judges: Counter = Counter()
     latest_fresh: dict[tuple[str, str], dict[str, int]] = {}
     for pair, by_judge in sorted(latest_by_judge(rows).items()):
@@ -237,12 +253,12 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
         for judge, row in by_judge.items():
             judges[judge] += 1
             reason = stale_reason(row, by_id.get(pair[1]), now=now, max_age_days=max_age_days,
-                                  catalog=catalog)
+                                  catalog=catalog, versions=versions.get(pair[1]))
             if reason is None:
                 fresh[judge] = row
             else:
                 stale[judge] = (row, reason)
-                stale_by_judge[judge][reason] += 1
+                stale_by_judge[judge][reason] = stale_by_judge[judge].get(reason, 0) + 1
         if fresh:
             latest_fresh[pair] = {j: r.grade for j, r in fresh.items()}
         used = fresh or {j: r for j, (r, _) in stale.items()}

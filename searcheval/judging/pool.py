@@ -14,6 +14,10 @@ two consecutive ones.
 
 The ranked lists come from the run's TREC files (`<output>/<run_id>/runs/*.trec`, or
 `<output>/runs/*.trec` when `<output>/metrics.json` is that run's).
+
+A document's title and text come from the catalog; a document the catalog does not hold (a
+dataset without one: the engine holds the documents) shows the latest version its document lookup
+reported (`store.documents`, kept by the runs; nothing is asked of the engine here).
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import hashlib
 import io
 import json
 import secrets
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -31,7 +36,8 @@ from searcheval.defaults import POOL_DEPTH
 from searcheval.errors import InputError
 from searcheval.io.files import read_json
 from searcheval.io.trec import load_trec_run
-from searcheval.types import Collection
+from searcheval.judging.versions import Version
+from searcheval.types import Collection, Resource
 
 POOL_FORMATS = ("csv", "jsonl")
 
@@ -103,20 +109,33 @@ def assign(items: list[PoolItem], overlap: float, judges: list[str], seed: str) 
     return out
 
 
-def pool_rows(items: list[PoolItem], collection: Collection) -> list[dict]:
-    """What a judge may see of each item, in pool order (for CSV / JSONL and the rating page)."""
+def shown_document(resource: Resource | None, version: Version | None) -> dict:
+    """{title, text, tags} of a document as a judge sees it: the catalog's, else the latest
+    version its lookup reported, else nothing (empty strings)."""
+    if resource is not None:
+        return {"title": resource.name, "text": resource.description,
+                "tags": list(resource.tags)}
+    if version is not None and not version.gone:
+        return {"title": version.title or "", "text": version.text or "", "tags": []}
+    return {"title": "", "text": "", "tags": []}
+
+
+def pool_rows(items: list[PoolItem], collection: Collection,
+              documents: Mapping[str, Version] | None = None) -> list[dict]:
+    """What a judge may see of each item, in pool order (for CSV / JSONL and the rating page);
+    `documents`: the latest looked-up version of documents the catalog does not hold."""
     queries = {q.id: q for q in collection.queries}
     docs = {r.id: r for r in collection.resources}
+    documents = documents or {}
     rows = []
     for position, item in enumerate(items, start=1):
         q = queries.get(item.query_id)
-        r = docs.get(item.doc_id)
+        shown = shown_document(docs.get(item.doc_id), documents.get(item.doc_id))
         rows.append({"position": position, "query_id": item.query_id,
                      "query": q.text if q else "", "category": q.category if q else "",
                      "intent": q.intent if q else "", "persona": q.persona if q else "",
-                     "doc_id": item.doc_id, "title": r.name if r else "",
-                     "text": r.description if r else "",
-                     "tags": " ".join(r.tags) if r else "",
+                     "doc_id": item.doc_id, "title": shown["title"], "text": shown["text"],
+                     "tags": " ".join(shown["tags"]),
                      "judges_needed": item.judges_needed, "assigned": ",".join(item.assigned)})
     return rows
 

@@ -1,5 +1,5 @@
 """Document lookup: the documents of an engine that holds its own (http, python, trec), by id,
-for titles and text in the report and for staleness.
+for titles and text in the report, the diff, the pool and the rating page, and for staleness.
 
 A configuration names its lookup under `documents:`
 
@@ -9,19 +9,35 @@ A configuration names its lookup under `documents:`
       id: id                 # file: the key of a document's id
       title: title           # keys (dotted paths) in a document
       text: text
-      content_hash: content_hash   # optional: a document's hash, for staleness
+      content_hash: content_hash   # optional: its hash (else: sha256 of the whole document)
+      depth: 10              # results of every query looked up (beside every judged document)
       headers: {Authorization: {env: DOCS_TOKEN}}  # http: as the http kind's headers
       timeout_s: 5
       concurrency: 8
 
-Staleness from the lookup: a judged document the lookup says is gone (HTTP 404, or not in the
-file) makes its judgments stale (`document-gone`); one whose `content_hash` differs from the
-catalog's hash of the same id (when the dataset has a catalog) makes them stale
-(`document-changed`). Stale judgments are left out of scoring, as validation's are.
+A run looks up every judged document and the top `depth` results of every query (10: the diff's
+and the pool's depth) once per distinct lookup, and keeps what came back in Postgres
+(`store.documents`): per run, what its diff shows; per dataset and document, the versions the
+lookup reported (`judging.versions`), what the pool, the rating page and staleness read. Headers
+are read from the environment when the lookup runs and are never kept.
+
+A document's content hash is the value at `content_hash` when the configuration names that path
+and the document has it; otherwise the sha256 of the document's canonical JSON (keys sorted, no
+whitespace, UTF-8) as the lookup returned it, so any change of any field is a change (name a
+`content_hash` when the answer carries fields that change on their own, such as a fetch time).
+
+Staleness from the lookup: a judged document the lookup says is gone (HTTP 404 or 410, or not in
+the file) makes its judgments stale (`document-gone`). Without a catalog, a judgment is stale
+(`document-changed`) when the version it was made on has another hash than the latest one
+(`judging.versions` says which version a judgment is of). With a catalog, the catalog is the
+truth for content: a named `content_hash` that differs from the catalog's hash of the same id
+makes the judgments stale (`document-changed`). Stale judgments are left out of scoring, counted
+and alerted as validation's are.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Mapping
@@ -30,6 +46,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from searcheval.defaults import DIFF_TOP_K, POOL_DEPTH
 from searcheval.errors import InputError
 from searcheval.rankers.params import Param, check_params
 
@@ -43,8 +60,12 @@ PARAMS = {
     "headers": Param("mapping", {}),
     "timeout_s": Param("number", 5.0, above=0.0, maximum=600.0),
     "concurrency": Param("integer", 8, minimum=1, maximum=64),
+    # what the diff and the pool show of every query by default
+    "depth": Param("integer", max(DIFF_TOP_K, POOL_DEPTH), minimum=0, maximum=1000),
 }
-TEXT_SHOWN = 300
+TEXT_KEPT = 2000  # characters of a document's text kept (what a judge reads on the rating page)
+#: what makes two configurations' lookups one: the same documents, asked for the same way
+IDENTITY = ("url", "file", "id", "title", "text", "content_hash", "headers")
 
 
 def check_lookup(raw: Any, entry: str, file: str | None) -> dict:
@@ -81,15 +102,31 @@ def _get(document: Any, path: str | None) -> Any:
     return node
 
 
+def lookup_key(params: dict) -> str:
+    """One string per distinct lookup (configurations with equal keys share one)."""
+    return json.dumps({k: params.get(k) for k in IDENTITY}, sort_keys=True)
+
+
+def document_hash(document: Any) -> str:
+    """sha256 of a document's canonical JSON (keys sorted, no whitespace, UTF-8)."""
+    canonical = json.dumps(document, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
 def _shown(document: Mapping, params: dict) -> dict:
     text = _get(document, params["text"])
-    return {"title": _get(document, params["title"]),
-            "text": None if text is None else str(text)[:TEXT_SHOWN],
-            "content_hash": _get(document, params["content_hash"])}
+    title = _get(document, params["title"])
+    named = _get(document, params["content_hash"])
+    return {"title": None if title is None else str(title),
+            "text": None if text is None else str(text)[:TEXT_KEPT],
+            "content_hash": str(named) if named is not None else document_hash(document),
+            "hash_source": "field" if named is not None else "document"}
 
 
 def look_up(params: dict, ids: Iterable[str]) -> dict:
-    """{"documents": {id: {title, text, content_hash}}, "gone": [ids], "failed": {id: cause}}."""
+    """{"documents": {id: {title, text, content_hash, hash_source}}, "gone": [ids],
+    "failed": {id: cause}}; `hash_source` says where the hash is from: `field` (the document's
+    `content_hash`) or `document` (the sha256 of the whole document)."""
     ids = sorted(set(ids))
     out: dict = {"documents": {}, "gone": [], "failed": {}}
     if params["file"] is not None:
@@ -148,7 +185,8 @@ def look_up(params: dict, ids: Iterable[str]) -> dict:
 
 
 def stale_from_lookup(lookup: dict, judgments, catalog_hashes: Mapping[str, str]) -> list[tuple]:
-    """(query_id, doc_id, reason) of the judgments the lookup makes stale."""
+    """(query_id, doc_id, reason) of the judgments the lookup makes stale: gone, or (with a
+    catalog) a named content hash that differs from the catalog's."""
     gone = set(lookup["gone"])
     out = []
     for j in judgments:
@@ -156,7 +194,7 @@ def stale_from_lookup(lookup: dict, judgments, catalog_hashes: Mapping[str, str]
             out.append((j.query_id, j.doc_id, "document-gone"))
             continue
         found = lookup["documents"].get(j.doc_id)
-        if found and found.get("content_hash") and j.doc_id in catalog_hashes \
+        if found and found.get("hash_source") == "field" and j.doc_id in catalog_hashes \
                 and found["content_hash"] != catalog_hashes[j.doc_id]:
             out.append((j.query_id, j.doc_id, "document-changed"))
     return out

@@ -1,7 +1,8 @@
 """Postgres: the server and connections (`database`), every SQL statement (`sql`), the migrations
 (`migrations/`), and the functions that read and write rows: the search data (`catalog`), the run
 history (`history`), recorded traces (`traces`), judgments and pools (`judgments`, imported as
-`searcheval.store.judgments`).
+`searcheval.store.judgments`), what document lookups returned (`documents`, imported as
+`searcheval.store.documents`).
 
 Only the library's evaluation, replay, rankers and bench packages and the CLI import it. The
 row functions are re-exported here, so `from searcheval import store; store.save_catalog(...)`.

@@ -116,12 +116,14 @@ def parse_age(text: str) -> timedelta:
 
 def prune_snapshots(conn: psycopg.Connection, older_than: timedelta,
                     now: datetime | None = None) -> dict:
-    """Delete the ranked lists of runs started more than `older_than` ago (one transaction);
-    their run, metric and per-query rows stay. Returns {"rows", "runs", "before"}."""
+    """Delete the ranked lists of runs started more than `older_than` ago, and the documents their
+    lookups returned (what a diff of those lists showed), in one transaction; their run, metric
+    and per-query rows stay. Returns {"rows", "runs", "before"} (rows: of ranked lists)."""
     before = (now or datetime.now(timezone.utc)) - older_than
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(sql.PRUNE_RANKED_RESULTS, {"before": before})
         rows = cur.rowcount
+        cur.execute(sql.PRUNE_RUN_DOCUMENTS, {"before": before})
         cur.execute(sql.MARK_RUNS_PRUNED, {"before": before})
         runs = cur.rowcount
     return {"rows": rows, "runs": runs, "before": before}

@@ -564,3 +564,67 @@ SELECT run_id, started_at, source, summary
 FROM eval_runs
 WHERE run_id = %(run_id)s
 """
+
+# =========================================================================== looked-up documents
+# What a document lookup returned (issue 11; migrations/008_looked_up_documents.sql).
+
+COPY_RUN_DOCUMENTS = """
+COPY eval_run_documents (run_id, configuration, doc_id, gone, title, text, content_hash)
+FROM STDIN
+"""
+
+#: Every document a run's lookups returned, of every configuration (the diff picks its side's).
+SELECT_RUN_DOCUMENTS = """
+SELECT configuration, doc_id, gone, title, text, content_hash
+FROM eval_run_documents
+WHERE run_id = %(run_id)s
+ORDER BY configuration, doc_id
+"""
+
+PRUNE_RUN_DOCUMENTS = """
+DELETE FROM eval_run_documents
+WHERE run_id IN (SELECT run_id FROM eval_runs WHERE started_at < %(before)s)
+"""
+
+#: (documents lock class, hashtext(catalog)): two runs recording one judgment set's versions
+#: wait for each other, so a version number is never taken twice.
+DOCUMENTS_LOCK_CLASS = 0x4443
+
+DOCUMENTS_LOCK = "SELECT pg_advisory_xact_lock(%(lock_class)s, hashtext(%(catalog)s))"
+
+#: Every version of some documents of a judgment set, oldest first.
+SELECT_DOCUMENT_VERSIONS = """
+SELECT doc_id, version, content_hash, title, text, first_seen, last_seen
+FROM document_versions
+WHERE catalog = %(catalog)s AND doc_id = ANY(%(doc_ids)s)
+ORDER BY doc_id, version
+"""
+
+#: The latest version of some documents of a judgment set.
+SELECT_LATEST_DOCUMENT_VERSIONS = """
+SELECT DISTINCT ON (doc_id) doc_id, version, content_hash, title, text, first_seen, last_seen
+FROM document_versions
+WHERE catalog = %(catalog)s AND doc_id = ANY(%(doc_ids)s)
+ORDER BY doc_id, version DESC
+"""
+
+SELECT_DOCUMENT_VERSION = """
+SELECT doc_id, version, content_hash, title, text, first_seen, last_seen
+FROM document_versions
+WHERE catalog = %(catalog)s AND doc_id = %(doc_id)s AND version = %(version)s
+"""
+
+INSERT_DOCUMENT_VERSION = """
+INSERT INTO document_versions (catalog, doc_id, version, content_hash, title, text, first_seen,
+                               last_seen, first_run, last_run)
+VALUES (%(catalog)s, %(doc_id)s, %(version)s, %(content_hash)s, %(title)s, %(text)s, %(seen)s,
+        %(seen)s, %(run_id)s, %(run_id)s)
+"""
+
+#: The same answer again: the version was seen once more.
+TOUCH_DOCUMENT_VERSION = """
+UPDATE document_versions
+   SET last_seen = greatest(last_seen, %(seen)s), last_run = %(run_id)s, title = %(title)s,
+       text = %(text)s
+ WHERE catalog = %(catalog)s AND doc_id = %(doc_id)s AND version = %(version)s
+"""

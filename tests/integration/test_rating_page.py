@@ -234,3 +234,80 @@ def test_searcheval_rate_serves_the_pool_until_it_is_stopped(served, database_mo
         process.terminate()
         process.wait(timeout=20)
         log.close()
+
+
+def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keeps_its_hash(
+        browser, database_module_url, example_service, tmp_path):
+    """A dataset of queries and judgments only: the page shows what the document lookup returned
+    (from Postgres: the engine is not asked), and a grade records the hash of the version shown,
+    even when a run has seen a newer one since the page was loaded."""
+    from datetime import datetime, timezone
+
+    from searcheval.io.collection import load_collection
+    from searcheval.judging.versions import Observed
+    from searcheval.rankers.documents import check_lookup, look_up
+    from searcheval.store import documents as looked_up
+
+    example_service.set_knobs()
+    dataset = tmp_path / "rated-engine"
+    dataset.mkdir()
+    for name in ("golden_queries.json", "judgments.csv"):
+        shutil.copy(ROOT / "fixtures" / name, dataset / name)
+    collection = load_collection(dataset=dataset)
+    assert not collection.has_catalog
+    pooled = POOLED["q04"]
+    lookup = check_lookup({"url": f"{example_service.url}/documents/{{id}}",
+                           "content_hash": "content_hash"}, "native", None)
+    found = look_up(lookup, pooled)["documents"]
+    with connect(database_module_url) as conn:
+        with conn.transaction(), conn.cursor() as cur:
+            looked_up.record_versions(cur, "rated-engine", Observed(
+                at=datetime.now(timezone.utc), documents=found), "run-1")
+        items = assign(build_pool({"any": {"q04": pooled}}, set(), 10), 0.0, [], "engine-pool")
+        jstore.save_pool(conn, {"pool_id": "engine-pool", "catalog": "rated-engine",
+                                "run_id": "run-1", "depth": 10, "configurations": ["any"],
+                                "overlap": 0.0, "judges": []},
+                         [{"position": n, "query_id": i.query_id, "doc_id": i.doc_id,
+                           "best_rank": i.best_rank, "configurations": i.configurations,
+                           "judges_needed": 1, "assigned": []}
+                          for n, i in enumerate(items, start=1)])
+        pool, pool_items = jstore.load_pool(conn, "engine-pool")
+    server = Served(create_app(RatingSession(database_url=database_module_url,
+                                             collection=collection, pool=pool, items=pool_items,
+                                             judge="eve")))
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(server.url + "/q/q04")
+        docs = [page.locator(f"#doc-{i}") for i in range(len(pooled))]
+        shown = {d.get_attribute("data-doc"): (d.locator("h3").inner_text(),
+                                               d.locator("p").first.inner_text()) for d in docs}
+        served = {d: httpx.get(f"{example_service.url}/documents/{d}").json() for d in pooled}
+        assert shown == {d: (served[d]["title"], served[d]["text"]) for d in pooled}
+        # a run reports a newer version of the focused document while the judge reads it
+        first = docs[0].get_attribute("data-doc")
+        with connect(database_module_url) as conn, conn.transaction(), conn.cursor() as cur:
+            looked_up.record_versions(cur, "rated-engine", Observed(
+                at=datetime.now(timezone.utc), documents={first: {"content_hash": "newer",
+                                                                  "title": "New"}}), "run-2")
+        page.keyboard.press("2")
+        page.wait_for_function("document.getElementById('progress').dataset.judged === '1'")
+        with connect(database_module_url) as conn:
+            rows = [r for r in jstore.load_judgment_rows(conn, "rated-engine")
+                    if r.judge == "eve"]
+        assert [(r.doc_id, r.grade, r.content_hash) for r in rows] \
+            == [(first, 2, served[first]["content_hash"])]
+        # reloaded, the page shows the newer version, and a grade is of that one
+        page.goto(server.url + "/q/q04")
+        newer = page.locator(f".doc[data-doc='{first}']")
+        assert newer.locator("h3").inner_text() == "New"
+        newer.locator("button[value='1']").click()
+        page.wait_for_url("**/q/q04")
+        with connect(database_module_url) as conn:
+            rows = [r for r in jstore.load_judgment_rows(conn, "rated-engine")
+                    if r.judge == "eve"]
+        assert sorted((r.grade, r.content_hash) for r in rows) \
+            == [(1, "newer"), (2, served[first]["content_hash"])]
+    finally:
+        context.close()
+        server.stop()

@@ -94,3 +94,32 @@ def test_the_trec_example_runs_a_run_file(tmp_path):
     run = run_configuration(configuration, RunContext(), QUERIES[:2], None, 10)
     assert run.results == {"q01": [("email-validation", 2.0), ("ocr", 1.0)],
                            QUERIES[1].id: []}
+
+
+def test_the_document_lookup_example_loads_and_reads_its_header_from_the_environment(
+        tmp_path, monkeypatch):
+    from searcheval.defaults import DIFF_TOP_K, POOL_DEPTH
+    from searcheval.errors import InputError
+    from searcheval.rankers.documents import look_up
+
+    text = blocks("An engine that holds its own documents", "yaml")[0]
+    native = configurations_from(yaml.safe_load(text), "configurations.yaml")["native"]
+    lookup = native.documents
+    assert (lookup["url"], lookup["title"], lookup["text"], lookup["content_hash"]) \
+        == ("http://127.0.0.1:8900/documents/{id}", "title", "text", "content_hash")
+    assert lookup["depth"] == DIFF_TOP_K == POOL_DEPTH  # what the diff and the pool show
+    assert native.resolved()["documents"]["headers"] == {"Authorization": {"env": "DOCS_TOKEN"}}
+    monkeypatch.delenv("DOCS_TOKEN", raising=False)
+    with pytest.raises(InputError, match="DOCS_TOKEN is not set"):  # before any request
+        look_up(lookup, ["a"])
+    # the same keys in a JSONL file (`file:` instead of `url:`)
+    (tmp_path / "documents.jsonl").write_text(
+        '{"id": "a", "title": "A", "text": "about a", "content_hash": "h1"}\n')
+    entry = yaml.safe_load(text)
+    entry["configurations"]["native"]["documents"].pop("url")
+    entry["configurations"]["native"]["documents"]["file"] = "documents.jsonl"
+    from_file = configurations_from(entry, str(tmp_path / "c.yaml"))["native"].documents
+    found = look_up(from_file, ["a", "b"])
+    assert found["documents"]["a"] == {"title": "A", "text": "about a", "content_hash": "h1",
+                                       "hash_source": "field"}
+    assert found["gone"] == ["b"]
