@@ -24,7 +24,7 @@ from prefect.states import Completed
 from flows import boundary
 from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
-from flows.runners import task_runner_from_settings
+from flows.runners import shards_share_process, task_runner_from_settings
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import lookups, pipeline, provenance
@@ -241,10 +241,13 @@ def nightly(
         embedded = t.index_collection(collection, texts, done_batches, model_path)
     else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
         embedded = pipeline.not_embedded(collection, model_path)
-    parts = pipeline.query_shards(collection.queries, embedded.query_vectors, shards)
+    together = shards_share_process()  # else an http configuration's limits are cut among shards
+    parts = {c.name: pipeline.configuration_shards(c, collection.queries, embedded.query_vectors,
+                                                   shards, together=together)
+             for c in selected}
     progress.start("searching", len(collection.queries) * len(selected), "queries")
     futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
-                        for part in parts]
+                        for part in parts[c.name]]
                for c in selected}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
             for name, shard_futures in futures.items()}

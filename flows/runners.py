@@ -15,7 +15,11 @@ directly (load, validate, seed, index, score, gate, publish) stay in the flow ru
 A Dask worker is a process of its own: it imports searcheval, loads the model once, lazily, and
 opens its own database connection from SEARCHEVAL_DATABASE_URL. A LocalCluster gets that URL (and
 the Prefect API URL) from `local_cluster`; the workers of an existing cluster must have them in
-their environment (deploy/README_DASK.md).
+their environment (README.md, "An existing Dask cluster").
+
+An http configuration's `concurrency` and `rate_limit` hold across all its shards: in the thread
+pool its shards share one limiter of the process; on a cluster they cannot, so each shard owns a
+part of the limits (at most `concurrency` shards; `shards_share_process` tells the flow which).
 """
 
 from __future__ import annotations
@@ -107,6 +111,18 @@ def task_runner_from_settings(kind: str | None = None, address: str | None = Non
                               workers: int | None = None) -> TaskRunner:
     """The task runner the settings name (see the module docstring)."""
     return build_task_runner(runner_settings(kind, address, workers))
+
+
+def shards_share_process(task_runner: TaskRunner | None = None) -> bool:
+    """Whether the submitted tasks of this flow run (of the current one, by default) all run in
+    this process: true for Prefect's thread pool, whose query shards can then share the limits of
+    an http configuration in the process; false for a Dask cluster or any other runner (and
+    outside a flow run), whose shards each get a part of those limits instead."""
+    if task_runner is None:
+        from prefect.context import FlowRunContext
+
+        task_runner = getattr(FlowRunContext.get(), "task_runner", None)
+    return isinstance(task_runner, ThreadPoolTaskRunner)
 
 
 def worker_environment() -> dict[str, str]:

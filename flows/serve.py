@@ -3,12 +3,21 @@
 Wiring only. The names, entrypoints, schedules and default parameters are read from
 deploy/prefect.yaml, the file `prefect deploy` uses, so both ways of running the project stay the
 same. `prefect.serve` needs no work pool and no worker: it polls for the deployments' scheduled
-and manual runs and executes each in a subprocess of its own, in the project root.
+and manual runs and executes each in a subprocess of its own.
+
+Each served run runs in the directory `serve` was started from (its working directory: relative
+outputs land there), while its code is the project's: the entrypoints are registered as module
+paths (`flows.nightly.nightly`) imported from the project folder, which is put first on the runs'
+PYTHONPATH. The file's relative input paths (`INPUT_PATHS`: fixtures, baseline, configurations
+file, traces, ...) are the project's files, so they are registered absolute, against the project
+folder; `output` stays relative. The runs use the project's database: SEARCHEVAL_DATABASE_URL,
+else the embedded Postgres under the project folder's `.searcheval/`, started by `serve`.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,6 +28,12 @@ from searcheval.io.files import read_yaml_list
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 PREFECT_FILE = PROJECT_ROOT / "deploy" / "prefect.yaml"
 SCHEDULE_KEYS = {"cron", "timezone", "active", "day_or", "parameters", "slug"}
+
+#: the flows' parameters that name files or folders a run reads (nightly, replay): relative in a
+#: deployments file, they name the project's files. `output`, what a run writes, is not one.
+INPUT_PATHS = frozenset({"fixtures", "dataset", "mapping", "baseline", "configurations_file",
+                         "model_path", "traces", "traces_b", "thresholds", "catalog",
+                         "judgments", "queries"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +64,11 @@ class DeploymentSpec:
     @property
     def function(self) -> str:
         return self.entrypoint.rsplit(":", 1)[1]
+
+    @property
+    def module_entrypoint(self) -> str:
+        """The entrypoint as a module path: `flows/nightly.py:nightly` -> `flows.nightly.nightly`."""
+        return ".".join((*Path(self.path).with_suffix("").parts, self.function))
 
 
 def _schedule(raw: Any, file: Path, where: str) -> CronSpec:
@@ -126,20 +146,59 @@ def to_schedule(cron: CronSpec):
                 parameters=cron.parameters or None, slug=cron.slug)
 
 
-def build_deployments(prefect_file: str | Path = PREFECT_FILE) -> list:
-    """`flow.to_deployment(...)` for each entry: same names, schedules, parameters, tags.
+def project_parameters(parameters: Mapping[str, Any], project: str | Path) -> dict[str, Any]:
+    """The parameters with each relative input path (`INPUT_PATHS`) made absolute against the
+    project folder; `output` and every other parameter as they are."""
+    return {name: str(Path(project) / value)
+            if name in INPUT_PATHS and isinstance(value, str) and not Path(value).is_absolute()
+            else value
+            for name, value in parameters.items()}
 
-    Call it from the project root (serve_deployments does): the runner records entrypoints
-    relative to the working directory and starts each flow run there.
+
+def build_deployments(prefect_file: str | Path = PREFECT_FILE,
+                      project: str | Path | None = None) -> list:
+    """`flow.to_deployment(...)` for each entry: same names, schedules, tags and parameters (the
+    relative input paths made absolute against `project`, default the folder the file's
+    entrypoints are relative to).
+
+    The flows are imported as modules of the project (its folder must be on sys.path, as the CLI
+    puts it) and registered by module path, so a run imports the same code from any working
+    directory, given the project folder on its PYTHONPATH (`run_environment`).
     """
-    root = project_root(prefect_file)
+    from prefect.deployments.runner import EntrypointType
+    from prefect.utilities.importtools import import_object
+
+    project = Path(project) if project is not None else project_root(prefect_file)
     deployments = []
     for spec in load_deployment_specs(prefect_file):
-        flow = load_flow(spec, root)
-        deployments.append(flow.to_deployment(
+        flow = import_object(spec.module_entrypoint)
+        deployment = flow.to_deployment(
             name=spec.name, schedules=[to_schedule(c) for c in spec.schedules],
-            parameters=spec.parameters, description=spec.description, tags=list(spec.tags)))
+            parameters=project_parameters(spec.parameters, project),
+            description=spec.description, tags=list(spec.tags),
+            entrypoint_type=EntrypointType.MODULE_PATH)
+        deployment.entrypoint = spec.module_entrypoint
+        deployments.append(deployment)
     return deployments
+
+
+def run_environment(project: str | Path, environ: Mapping[str, str] | None = None
+                    ) -> dict[str, str]:
+    """What the served runs (subprocesses that inherit this process's environment) need beside
+    it: the project folder first on PYTHONPATH (they import flows/ and tasks/ from it, and so do
+    the Dask workers they start) and as SEARCHEVAL_PROJECT, and the project's database:
+    SEARCHEVAL_DATABASE_URL when set, else the embedded Postgres under the project folder's
+    `.searcheval/` (started now), rather than one under each directory serve is started from."""
+    from searcheval.store import database
+
+    env = os.environ if environ is None else environ
+    project = str(Path(project).resolve())
+    paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p and p != project]
+    out = {"PYTHONPATH": os.pathsep.join([project, *paths]), "SEARCHEVAL_PROJECT": project}
+    if not env.get(database.ENV_URL):
+        out[database.ENV_URL] = database.start_embedded(
+            Path(project) / database.EMBEDDED_PGDATA).get_uri()
+    return out
 
 
 def bound_to_a_pool(deployments) -> list:
@@ -171,17 +230,21 @@ def take_over(bound) -> None:
             client.delete_deployment(existing.id)
 
 
-def serve_deployments(prefect_file: str | Path = PREFECT_FILE, *, limit: int | None = None,
+def serve_deployments(prefect_file: str | Path | None = None, *,
+                      project: str | Path = PROJECT_ROOT, limit: int | None = None,
                       take_over_pool: bool = False) -> None:
-    """Serve every deployment of `prefect_file` until interrupted (blocks).
+    """Serve every deployment of `prefect_file` (default the project's deploy/prefect.yaml) until
+    interrupted (blocks). The runs start in this process's working directory and import their
+    code from `project` (see the module docstring).
 
     A deployment of the same name that `prefect deploy` bound to a work pool is refused (one line
     saying what to do) unless `take_over_pool`: then it is re-registered without the pool, and
     only this process runs it."""
     from prefect import serve
 
-    os.chdir(project_root(prefect_file))
-    deployments = build_deployments(prefect_file)
+    project = Path(project).resolve()
+    prefect_file = prefect_file or project / "deploy" / "prefect.yaml"
+    deployments = build_deployments(prefect_file, project)
     bound = bound_to_a_pool(deployments)
     if bound and not take_over_pool:
         names = ", ".join(f"{d.name!r}" for d in bound)
@@ -192,4 +255,5 @@ def serve_deployments(prefect_file: str | Path = PREFECT_FILE, *, limit: int | N
                          "or keep the worker and do not serve", field="take_over")
     if bound:
         take_over(bound)
+    os.environ.update(run_environment(project))  # inherited by every run's subprocess
     serve(*deployments, limit=limit)

@@ -63,8 +63,9 @@ class Service:
                        ) -> Response:
         """Steps 1-5 of the module's list around `parse` (which fills the record) and `answer`."""
         knobs = self.knobs
-        self.stats.begin(endpoint)
-        record: dict = {"endpoint": endpoint, "method": request.method, "path": request.url.path}
+        received = self.stats.begin(endpoint)
+        record: dict = {"endpoint": endpoint, "method": request.method, "path": request.url.path,
+                        "received_s": round(received, 6)}
         response: Response | None = None
         try:
             fail_first = self.fail_first_remaining > 0

@@ -9,6 +9,7 @@ are changed only between awaits and need no lock: `max_in_flight` is exact under
 
 from __future__ import annotations
 
+import time
 from collections import Counter, deque
 from typing import Annotated, Literal
 
@@ -57,12 +58,15 @@ class Stats:
         self.malformed = 0
         self.max_in_flight = self.in_flight
         self.recent: deque[dict] = deque(maxlen=self.RECENT)
+        self.zeroed = time.monotonic()
 
-    def begin(self, endpoint: str) -> None:
+    def begin(self, endpoint: str) -> float:
+        """Count a request arriving; returns when it arrived, in seconds since the reset."""
         self.requests += 1
         self.by_endpoint[endpoint] += 1
         self.in_flight += 1
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        return time.monotonic() - self.zeroed
 
     def end(self, status: int, record: dict) -> None:
         self.in_flight -= 1

@@ -6,23 +6,32 @@ import argparse
 import os
 from pathlib import Path
 
-from searcheval.cli.common import EXIT_OK, add_database_url, database_env, import_project_module
+from searcheval.cli.common import (
+    EXIT_OK,
+    add_database_url,
+    database_env,
+    import_project_module,
+    project_root,
+)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    """Serve deploy/prefect.yaml's deployments with their schedules until interrupted."""
+    """Serve deploy/prefect.yaml's deployments with their schedules until interrupted: the runs
+    start in this directory, with the code of the project found (here or in a parent, or
+    SEARCHEVAL_PROJECT)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     serving = import_project_module("flows.serve")
 
     with database_env(args.database_url):  # flow runs are subprocesses: they inherit it
-        serving.serve_deployments(args.prefect_file or serving.PREFECT_FILE, limit=args.limit,
+        serving.serve_deployments(args.prefect_file, project=project_root(), limit=args.limit,
                                   take_over_pool=args.take_over)
     return EXIT_OK
 
 
 def add_serve(sub) -> None:
     p = sub.add_parser("serve", help="serve the deployments of deploy/prefect.yaml (schedules, "
-                                     "manual runs) from this process, without a worker")
+                                     "manual runs) from this process, without a worker; the runs "
+                                     "use this directory as their working directory")
     p.add_argument("--prefect-file", type=Path, default=None,
                    help="the deployments file (default: deploy/prefect.yaml of the project)")
     p.add_argument("--limit", type=int, default=None, help="most flow runs at the same time")

@@ -5,9 +5,10 @@ load inputs -> validate -> seed catalog -> embed (cached) -> run configurations 
 
 Scale-out: the texts to embed are cut into batches (`text_batches`), each embedded on its own
 (`embed_texts`, through the cache) and joined again (`index_collection`); the queries are cut into
-shards (`query_shards`), each configuration runs per shard, and `merge_runs` puts the shards' runs
-back together. Cutting changes nothing in the results: every query and every text is handled on
-its own, in the same order.
+shards (`query_shards`; `configuration_shards` per configuration, which on a cluster also cuts
+an http configuration's limits among its shards), each configuration runs per shard, and
+`merge_runs` puts the shards' runs back together. Cutting changes nothing in the results: every
+query and every text is handled on its own, in the same order.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from searcheval.metrics.scoring import ConfigurationScores, score_run
 from searcheval.metrics.segments import query_segments
 from searcheval.rankers.embeddings import CachedEmbedder, model_fingerprint, model_name
 from searcheval.rankers.configs import Configuration
-from searcheval.rankers.registry import RunContext, run_configuration
+from searcheval.rankers.limits import Lanes, lane_shards
+from searcheval.rankers.registry import RunContext, lane_count, run_configuration
 from searcheval.types import Collection, Query, RankedRun
 
 
@@ -168,12 +170,14 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
 
 @dataclass
 class QueryShard:
-    """A consecutive part of the golden queries and their vectors, run as one task."""
+    """A consecutive part of the golden queries and their vectors, run as one task; `lanes`: the
+    part of its configuration's limits it owns, when the shards do not share a process."""
 
     number: int  # from 1
     of: int
     queries: list[Query]
     query_vectors: np.ndarray
+    lanes: Lanes | None = None
 
 
 def shard_bounds(count: int, shards: int) -> list[tuple[int, int]]:
@@ -201,6 +205,32 @@ def query_shards(queries: list[Query], query_vectors: np.ndarray, shards: int) -
             for i, (a, b) in enumerate(bounds, start=1)]
 
 
+def configuration_shards(configuration: Configuration, queries: list[Query],
+                         query_vectors: np.ndarray, shards: int, *,
+                         together: bool) -> list[QueryShard]:
+    """The shards one configuration runs in. `together`: the shards run in one process (threads)
+    and share its limits: `query_shards`. Otherwise a configuration whose limits hold across its
+    shards (`rankers.registry.lane_count`: http's concurrency and rate_limit) runs in at most
+    `concurrency` shards, each owning a part of its limits, with the queries in proportion
+    (`rankers.limits.lane_shards`): the shards' requests stay within the limits wherever they
+    run, without talking to each other."""
+    count = lane_count(configuration)
+    if together or count is None:
+        return query_shards(queries, query_vectors, shards)
+    _whole(shards, 1, "shards")
+    if len(query_vectors) != len(queries):
+        raise InputError(f"expected one query vector per query ({len(queries)}), got "
+                         f"{len(query_vectors)}", field="query_vectors")
+    plan = lane_shards(len(queries), shards, count)
+    out, start = [], 0
+    for number, (lanes, size) in enumerate(plan, start=1):
+        end = start + size
+        out.append(QueryShard(number, len(plan), list(queries[start:end]),
+                              query_vectors[start:end], lanes))
+        start = end
+    return out
+
+
 def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
               collection: Collection, shard: QueryShard, model: str, k: int,
               secrets: dict[str, str] | None = None) -> RankedRun:
@@ -208,7 +238,7 @@ def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
     needed by the configurations that read the database (`rankers.registry.needs_database`);
     `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
     context = RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
-                         model=model, secrets=secrets or {})
+                         model=model, secrets=secrets or {}, lanes=shard.lanes)
     run = run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
     progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
     return run

@@ -19,8 +19,14 @@ Parameters (templates and paths: `searcheval.rankers.templates`):
 | `retries` | 2 | further attempts after a connection error, a 429 or a 5xx |
 | `backoff_s` | 0.2 | first wait before a retry, doubled each time (a 429's Retry-After wins, up to `max_backoff_s`) |
 | `max_backoff_s` | 5 | longest wait |
-| `concurrency` | 4 | requests in flight at once, across all shards of the configuration in a process |
-| `rate_limit` | none | most requests started per second, across shards |
+| `concurrency` | 4 | requests in flight at once, across all shards of the configuration (threads or Dask workers) |
+| `rate_limit` | none | most requests started per second, across all shards of the configuration |
+
+The two limits hold for the configuration as a whole, however many shards run it and wherever
+they run (`searcheval.rankers.limits`): shards in one process share one semaphore and clock;
+shards on a Dask cluster each own a part of them (at most `concurrency` shards, each with its own
+slots and its own points of the rate's grid), so no coordination is needed and the sum is the
+limit.
 
 A query that still fails after its retries is an error of that query with its cause (status,
 timeout, connection error, or a response that is not JSON, lacks the hits path or holds an id that
@@ -31,13 +37,13 @@ and never stored in the configuration, its hash, results, logs or artifacts.
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from searcheval.errors import InputError
+from searcheval.rankers.limits import Limits, limits_for
 from searcheval.rankers.params import Param
 from searcheval.rankers.registry import Kind, RunContext, register_kind
 from searcheval.rankers.templates import (
@@ -144,39 +150,6 @@ def resolve_headers(configuration, secrets: Mapping[str, str]) -> dict[str, str]
     return out
 
 
-# -- limits that hold across the shards of one configuration in this process ------------------
-
-class _Limits:
-    def __init__(self, concurrency: int, rate_limit: float | None):
-        self.slots = threading.BoundedSemaphore(concurrency)
-        self.interval = 1.0 / rate_limit if rate_limit else 0.0
-        self._next = 0.0
-        self._lock = threading.Lock()
-
-    def wait_turn(self) -> None:
-        if not self.interval:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(now, self._next)
-            self._next = start + self.interval
-        if start > now:
-            time.sleep(start - now)
-
-
-_limits: dict[tuple[str, str], _Limits] = {}
-_limits_lock = threading.Lock()
-
-
-def limits_for(configuration) -> _Limits:
-    key = (configuration.name, configuration.sha256)
-    with _limits_lock:
-        if key not in _limits:
-            _limits[key] = _Limits(configuration.params["concurrency"],
-                                   configuration.params["rate_limit"])
-        return _limits[key]
-
-
 # -- one query --------------------------------------------------------------------------------
 
 def query_values(query: Query, k: int, notes: Sequence[str]) -> dict[str, Any]:
@@ -219,7 +192,7 @@ def _retry_after(response, fallback: float, ceiling: float) -> float:
         return fallback
 
 
-def ask(client, configuration, limits: _Limits, query: Query, k: int
+def ask(client, configuration, limits: Limits, query: Query, k: int
         ) -> tuple[list[tuple[str, float]], float, float, int]:
     """One query through its retries: (hits, latency ms, round trip ms, attempts); QueryFailed
     with the cause otherwise. The latency is that of the attempt that answered, from sending the
@@ -235,8 +208,8 @@ def ask(client, configuration, limits: _Limits, query: Query, k: int
     while True:
         attempts += 1
         response = None
-        limits.wait_turn()
         with limits.slots:
+            limits.wait_turn()  # in the slot: the request starts when its turn comes
             started = time.perf_counter()
             try:
                 response = client.request(**request)
@@ -279,12 +252,15 @@ def _parse(response, configuration, query, id_path, score_path, started, attempt
 
 def run_http(configuration, context: RunContext, queries: Sequence[Query], query_vectors,
              k: int) -> RankedRun:
-    """Every query of the shard, `concurrency` at a time; failures kept per query."""
+    """Every query of the shard, as many at a time as its limits allow (`context.lanes`: the
+    part of the configuration's limits this shard owns; None: the limits the configuration
+    shares in this process); failures kept per query."""
     import httpx
 
     p = configuration.params
     headers = resolve_headers(configuration, context.secrets)
-    limits = limits_for(configuration)
+    limits = limits_for((configuration.name, configuration.sha256), p["concurrency"],
+                        p["rate_limit"], context.lanes)
     ids = [q.id for q in queries]
     if len(set(ids)) != len(ids):
         raise InputError("expected distinct query ids", field="queries")
@@ -292,7 +268,7 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     latency: dict[str, float] = {}
     errors: dict[str, dict] = {}
     timing: dict[str, dict] = {}
-    connections = p["concurrency"]
+    connections = limits.concurrency  # this shard's slots
     with httpx.Client(headers=headers, timeout=httpx.Timeout(p["timeout_s"]),
                       limits=httpx.Limits(max_connections=connections,
                                           max_keepalive_connections=connections),
@@ -324,5 +300,5 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
 
 
 KIND = register_kind(Kind(name="http", params=PARAMS, run=run_http, validate=_validate,
-                          secrets=_secrets,
+                          secrets=_secrets, lanes=lambda params: params["concurrency"],
                           description="a search service over HTTP (httpx)"))

@@ -36,6 +36,8 @@ from searcheval.types import Query, RankedRun, Resource
 if TYPE_CHECKING:
     import psycopg
 
+    from searcheval.rankers.limits import Lanes
+
     Configuration = Any  # searcheval.rankers.configs.Configuration (which imports this module)
 
 ENTRY_POINT_GROUP = "searcheval.kinds"
@@ -44,14 +46,17 @@ ENTRY_POINT_GROUP = "searcheval.kinds"
 @dataclass
 class RunContext:
     """What a kind's runner may use: the database connection (kinds that read it), the catalog's
-    name and resources, the embedding model, and the secrets the task layer resolved (Prefect
-    Secret blocks by name; never logged, never stored)."""
+    name and resources, the embedding model, the secrets the task layer resolved (Prefect
+    Secret blocks by name; never logged, never stored), and the lanes of the configuration's
+    limits this shard owns (`searcheval.rankers.limits`; None: its shards share the limits of
+    this process)."""
 
     conn: "psycopg.Connection | None" = None
     catalog: str = ""
     resources: Sequence[Resource] = ()
     model: str = ""
     secrets: Mapping[str, str] = field(default_factory=dict)
+    lanes: "Lanes | None" = None
 
 
 Runner = Callable[["Configuration", RunContext, Sequence[Query], "np.ndarray | None", int],
@@ -63,7 +68,10 @@ class Kind:
     """A kind of configuration. `run(configuration, context, queries, query_vectors, k)` returns
     its RankedRun (a query that failed is in `errors`, never an empty result); `validate(params,
     entry, file)` checks what the parameter types cannot (cross-field rules) and may return the
-    params amended; `references` lists the parameters that name other configurations."""
+    params amended; `references` lists the parameters that name other configurations. `lanes`
+    gives the number of lanes of a kind whose limits hold across all shards of a configuration
+    (http: its concurrency): shards in several processes each own some of them
+    (`searcheval.rankers.limits`)."""
 
     name: str
     params: Mapping[str, Param]
@@ -73,6 +81,7 @@ class Kind:
     references_params: tuple[str, ...] = ()
     references_kinds: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     secrets: Callable[[dict], list[str]] | None = None  # Secret block names the params use
+    lanes: Callable[[dict], int] | None = None  # lanes of the limits shared by all shards
     description: str = ""
 
     def check(self, params: Mapping[str, Any], entry: str, file: str | None) -> dict:
@@ -172,6 +181,12 @@ def needs_database(configuration: "Configuration | str") -> bool:
 def needs_embeddings(configurations: Sequence["Configuration"]) -> bool:
     """Whether any of them reads document or query vectors (else the run embeds nothing)."""
     return any(needs_database(c) for c in configurations)
+
+
+def lane_count(configuration: "Configuration") -> int | None:
+    """The lanes of a configuration's limits that hold across its shards; None: it has none."""
+    kind = get_kind(configuration.kind)
+    return kind.lanes(configuration.params) if kind.lanes else None
 
 
 def secret_blocks(configuration: "Configuration") -> list[str]:

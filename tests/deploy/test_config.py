@@ -14,11 +14,14 @@ import pytest
 import yaml
 
 from flows.serve import (
+    INPUT_PATHS,
     PREFECT_FILE,
     build_deployments,
     load_deployment_specs,
     load_flow,
+    project_parameters,
     project_root,
+    run_environment,
 )
 from searcheval.errors import InputError
 
@@ -145,16 +148,41 @@ def test_every_entrypoint_imports_and_its_parameters_validate_against_the_flow()
     assert {"traces", "thresholds"} <= set(replay.parameters.properties)
 
 
+def test_served_runs_read_the_files_input_paths_from_the_project_and_write_output_where_they_run():
+    specs = {s.name: s for s in load_deployment_specs()}
+    assert specs["nightly"].module_entrypoint == "flows.nightly.nightly"
+    assert specs["replay-nightly"].module_entrypoint == "flows.replay.replay"
+    resolved = project_parameters(specs["nightly"].parameters, "/srv/project")
+    assert resolved == {**specs["nightly"].parameters, "fixtures": "/srv/project/fixtures",
+                        "baseline": "/srv/project/baseline.json",
+                        "configurations_file": "/srv/project/configurations.yaml"}
+    assert resolved["output"] == "out/nightly"  # relative: under the directory the run runs in
+    assert project_parameters({"baseline": "/etc/b.json", "dataset": None}, "/srv/project") == \
+        {"baseline": "/etc/b.json", "dataset": None}
+    # every relative path of the file that names something of the project is an input path,
+    # except the output folders
+    for spec in specs.values():
+        for name, value in spec.parameters.items():
+            if isinstance(value, str) and name != "output" and (ROOT / value).exists():
+                assert name in INPUT_PATHS, (spec.name, name)
+
+
+def test_served_runs_import_the_project_first_and_use_its_database():
+    env = {"PYTHONPATH": f"/opt/lib:{ROOT}", "SEARCHEVAL_DATABASE_URL": "postgresql://db/x"}
+    assert run_environment(ROOT, env) == {"PYTHONPATH": f"{ROOT}:/opt/lib",
+                                          "SEARCHEVAL_PROJECT": str(ROOT)}
+
+
 @pytest.mark.slow
-def test_serve_builds_the_same_deployments_as_the_file(monkeypatch):
-    monkeypatch.chdir(ROOT)
+def test_serve_builds_the_same_deployments_as_the_file(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # anywhere: the code is imported from the project, by module
     specs = {s.name: s for s in load_deployment_specs()}
     built = {d.name: d for d in build_deployments()}
     assert set(built) == set(specs)
     for name, deployment in built.items():
         spec = specs[name]
-        assert deployment.entrypoint == spec.entrypoint
-        assert deployment.parameters == spec.parameters
+        assert deployment.entrypoint == spec.module_entrypoint
+        assert deployment.parameters == project_parameters(spec.parameters, ROOT)
         assert sorted(deployment.tags) == sorted(spec.tags)
         assert [(s.schedule.cron, s.schedule.timezone, s.active) for s in deployment.schedules] \
             == [(c.cron, c.timezone, c.active) for c in spec.schedules]

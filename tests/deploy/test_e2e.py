@@ -23,7 +23,8 @@ from pathlib import Path
 import pytest
 from deploy_support import ROOT, UI_OUTPUT, VENV_BIN, PrefectServer, Process
 
-from flows.serve import load_deployment_specs
+from flows.serve import load_deployment_specs, project_parameters
+from searcheval.store import database
 
 pytestmark = pytest.mark.slow
 
@@ -432,21 +433,77 @@ def test_searcheval_serve_refuses_pool_deployments_then_takes_them_over_and_poll
             assert deployment["id"] != stack.deployments[name]["id"]  # registered again
             assert deployment["work_pool_name"] is None  # no worker can take its runs
             assert deployment["status"] == "READY"
-            assert deployment["entrypoint"] == specs[name].entrypoint
-            assert deployment["parameters"] == specs[name].parameters
+            # the project's code by module path, its input files by absolute path: a served run
+            # runs in the directory serve was started from
+            assert deployment["entrypoint"] == specs[name].module_entrypoint
+            assert deployment["parameters"] == project_parameters(specs[name].parameters, ROOT)
             assert [(s["schedule"]["cron"], s["schedule"]["timezone"], s["active"])
                     for s in deployment["schedules"]] == [(c.cron, c.timezone, c.active)
                                                           for c in specs[name].schedules]
         assert serve.alive()
-        # a manual run of a taken-over deployment runs in the project root, served from here
-        flow_run_id = start_run(stack.server, "ranking-change", label="served",
-                                output=str(tmp_path / "served"))
+        # a manual run of a taken-over deployment runs in the directory serve was started from:
+        # its relative output lands there
+        flow_run_id = start_run(stack.server, "ranking-change", label="served", output="served")
         run = wait_final(stack.server, flow_run_id, serve)
         assert run["state"]["type"] == "COMPLETED", serve.tail()
         assert json.loads((tmp_path / "served" / "metrics.json").read_text())["label"] == "served"
+        assert not (ROOT / "served").exists()
     finally:
         serve.stop()
     stack.timings["module_s"] = time.monotonic() - stack.started  # from the server being up
     UI_OUTPUT.mkdir(parents=True, exist_ok=True)
     (UI_OUTPUT.parent / "deploy-e2e-timings.json").write_text(
         json.dumps({k: round(v, 1) for k, v in stack.timings.items()}, indent=2) + "\n")
+
+
+#: what a project needs to be served: its flows and tasks, deployments, inputs (copied, small)
+PROJECT_PARTS = ("flows", "tasks", "deploy", "fixtures", "configurations.yaml", "baseline.json")
+
+
+def test_serve_started_from_a_subfolder_runs_there_with_the_code_and_database_of_the_project(
+        stack, tmp_path):
+    """`searcheval serve` started in a subfolder of a project (found by walking up, no
+    SEARCHEVAL_PROJECT, no database URL): a triggered run's relative output lands in the
+    subfolder, its inputs are the project's, and its database is the embedded Postgres under the
+    project folder, which serve starts (stopped here at the end)."""
+    import shutil
+
+    project = tmp_path / "project"
+    for part in PROJECT_PARTS:
+        source = ROOT / part
+        if source.is_dir():
+            shutil.copytree(source, project / part,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            shutil.copy(source, project / part)
+    start = project / "runs" / "nightly"
+    start.mkdir(parents=True)
+    stack.worker.stop()  # only serve polls (the previous test stopped it already when it ran)
+    serve = Process([str(VENV_BIN / "searcheval"), "serve", "--take-over"],
+                    tmp_path / "serve.log", stack.server.env(), start)
+    try:
+        since = datetime.now(timezone.utc)
+        deadline = time.monotonic() + 90
+        while True:
+            deployments = read_deployments(stack.server)
+            ranking = deployments.get("ranking-change") or {}
+            if ranking.get("last_polled") and \
+                    datetime.fromisoformat(ranking["last_polled"]) > since:
+                break
+            if not serve.alive() or time.monotonic() > deadline:
+                pytest.fail(f"searcheval serve did not register the deployments:\n{serve.tail()}")
+            time.sleep(0.5)
+        assert ranking["parameters"]["fixtures"] == str(project / "fixtures")
+        flow_run_id = start_run(stack.server, "ranking-change", label="subfolder",
+                                output="out", configurations='["bm25"]', no_baseline="true")
+        run = wait_final(stack.server, flow_run_id, serve)
+        assert run["state"]["type"] == "COMPLETED", serve.tail()
+        metrics = json.loads((start / "out" / "metrics.json").read_text())
+        assert metrics["label"] == "subfolder"
+        assert metrics["what_ran"]["code"]["directory"] == str(project)
+        assert not (project / "out").exists()
+        assert (project / database.EMBEDDED_PGDATA).is_dir()
+        assert not (start / database.EMBEDDED_DIR).exists()
+    finally:
+        serve.stop()
+        database.stop_embedded(project / database.EMBEDDED_PGDATA)

@@ -78,6 +78,51 @@ def test_merge_runs_gives_back_the_unsharded_run():
         pipeline.merge_runs([])
 
 
+def _configurations():
+    from searcheval.rankers.configs import configurations_from
+
+    return configurations_from({"configurations": {
+        "web": {"kind": "http", "served": True, "params": {
+            "url": "http://127.0.0.1:9/search?q={text}", "id": "hits[*].id", "concurrency": 3}},
+        "bm25": {"kind": "bm25"}}}, "<test>")
+
+
+def test_on_a_cluster_an_http_configuration_owns_lanes_per_shard_and_others_do_not():
+    from searcheval.rankers.limits import Lanes
+
+    queries = [Query(f"q{i}", f"text {i}") for i in range(15)]
+    vectors = np.zeros((15, 1), dtype=np.float32)
+    configurations = _configurations()
+    web, bm25 = configurations["web"], configurations["bm25"]
+    # threads: every kind in the same near-equal shards, sharing the process's limits
+    for c in (web, bm25):
+        shards = pipeline.configuration_shards(c, queries, vectors, 4, together=True)
+        assert [(len(s.queries), s.lanes) for s in shards] == [(4, None)] * 3 + [(3, None)]
+    # a cluster: the http configuration in at most `concurrency` (3) shards, each owning lanes,
+    # the queries in proportion; bm25 has no limits to share
+    shards = pipeline.configuration_shards(web, queries, vectors, 4, together=False)
+    assert [(s.number, s.of, len(s.queries), s.lanes) for s in shards] == [
+        (1, 3, 5, Lanes(0, 1, 3)), (2, 3, 5, Lanes(1, 2, 3)), (3, 3, 5, Lanes(2, 3, 3))]
+    assert [q.id for s in shards for q in s.queries] == [q.id for q in queries]
+    assert [(len(s.queries), s.lanes) for s in pipeline.configuration_shards(
+        web, queries, vectors, 2, together=False)] == [(10, Lanes(0, 2, 3)), (5, Lanes(2, 3, 3))]
+    assert [(len(s.queries), s.lanes) for s in pipeline.configuration_shards(
+        bm25, queries, vectors, 2, together=False)] == [(8, None), (7, None)]
+    with pytest.raises(InputError, match="one query vector per query"):
+        pipeline.configuration_shards(web, queries, vectors[:4], 2, together=False)
+
+
+def test_only_the_thread_pool_runs_the_shards_in_the_flows_process():
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask import DaskTaskRunner
+
+    from flows.runners import shards_share_process
+
+    assert shards_share_process(ThreadPoolTaskRunner())
+    assert not shards_share_process(DaskTaskRunner(address="tcp://127.0.0.1:1"))
+    assert not shards_share_process()  # outside a flow run: nothing is known to be shared
+
+
 def _batch(vectors, model="m", fingerprint="f", embedded=0, from_cache=0):
     return pipeline.EmbeddedTexts(model, fingerprint, np.asarray(vectors, dtype=np.float32),
                                   embedded, from_cache)
@@ -201,3 +246,114 @@ def test_a_local_dask_cluster_with_shards_and_small_batches_gives_identical_resu
     expected = {f"embed-{i}" for i in range(1, 6)}  # ceil((18 + 15) / 8) = 5 batches
     expected |= {f"run-{c}-{s}of2" for c in ("bm25", "dense", "fused") for s in (1, 2)}
     assert {name: tasks.get(name) for name in expected} == dict.fromkeys(expected, "COMPLETED")
+
+
+# --------------------------------------------------------------------------- http limits on Dask
+
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    """A LocalCluster of 2 worker processes (one thread each) for this module, as
+    `--task-runner dask` starts one, and a client of the test's own that records which worker
+    ran which task (distributed's task stream). Both are closed when the module ends."""
+    from distributed import Client
+
+    from flows.runners import local_cluster
+
+    cluster = local_cluster(n_workers=2, threads_per_worker=1, processes=True,
+                            dashboard_address=":0")
+    try:
+        with Client(cluster) as client:
+            client.get_task_stream()  # starts the scheduler's recording
+            yield cluster, client
+    finally:
+        cluster.close()
+
+
+@pytest.fixture
+def service(example_service):
+    example_service.set_knobs()
+    yield example_service
+    example_service.set_knobs()
+
+
+def _http_file(tmp_path: Path, url: str, **params) -> Path:
+    import yaml
+
+    document = yaml.safe_load((ROOT / "examples" / "configurations" / "native.yaml").read_text())
+    document["configurations"]["native"]["params"].update(base_url=url, retries=0, **params)
+    path = tmp_path / "configurations.yaml"
+    path.write_text(yaml.safe_dump(document))
+    return path
+
+
+def _shards_on_dask(client, run) -> list[dict]:
+    """The tasks the cluster ran during `run()`: worker and compute interval of each."""
+    from distributed import get_task_stream
+
+    with get_task_stream(client) as stream:
+        run()
+    tasks = []
+    for record in stream.data:
+        [compute] = [s for s in record["startstops"] if s["action"] == "compute"]
+        tasks.append({"worker": record["worker"], "start": compute["start"],
+                      "stop": compute["stop"]})
+    return sorted(tasks, key=lambda t: t["start"])
+
+
+def _ran_together(tasks: list[dict]) -> bool:
+    """Two tasks on two different workers whose compute intervals overlap."""
+    return any(a["worker"] != b["worker"] and a["start"] < b["stop"] and b["start"] < a["stop"]
+               for i, a in enumerate(tasks) for b in tasks[i + 1:])
+
+
+@pytest.mark.slow
+def test_an_http_concurrency_limit_holds_across_the_workers_of_a_cluster(
+        flow_env, dask_cluster, service, tmp_path):
+    cluster, client = dask_cluster
+    # each answer takes 150 ms, so requests overlap: the service counts the most in flight
+    service.set_knobs(delay_ms=150)
+    path = _http_file(tmp_path, service.url, concurrency=3)
+    metrics: dict = {}
+
+    def run():
+        metrics.update(_run(tmp_path / "out", "--configurations-file", str(path),
+                            "--task-runner", "dask", "--dask-address", cluster.scheduler_address,
+                            "--shards", "2"))
+
+    tasks = _shards_on_dask(client, run)
+    stats = service.stats()
+    assert metrics["failures"]["configurations"]["native"]["failed"] == 0
+    assert stats["requests"] == 15 and stats["failed"] == 0
+    # two shards, one per worker process, running at the same time: a limit of 3 per process
+    # would let up to 6 requests be in flight; the limit of the configuration holds, and is used
+    assert len(tasks) == 2 and _ran_together(tasks), tasks
+    assert stats["max_in_flight"] == 3
+
+
+@pytest.mark.slow
+def test_an_http_rate_limit_holds_across_the_workers_of_a_cluster(
+        flow_env, dask_cluster, service, tmp_path):
+    cluster, client = dask_cluster
+    rate = 10.0
+    service.set_knobs(delay_ms=50)
+    path = _http_file(tmp_path, service.url, concurrency=3, rate_limit=rate)
+    metrics: dict = {}
+
+    def run():
+        metrics.update(_run(tmp_path / "out", "--configurations-file", str(path),
+                            "--task-runner", "dask", "--dask-address", cluster.scheduler_address,
+                            "--shards", "2"))
+
+    tasks = _shards_on_dask(client, run)
+    stats = service.stats()
+    assert metrics["failures"]["configurations"]["native"]["failed"] == 0
+    assert stats["requests"] == 15 and stats["failed"] == 0
+    assert len(tasks) == 2 and _ran_together(tasks), tasks
+    # 15 requests at most 10 per second: in any second at most 10 + 1 start (the points of one
+    # grid 0.1 s apart, one at each end of the window), as from a single process; a rate of 10
+    # per worker would start them all within about 0.7 s
+    arrived = sorted(r["received_s"] for r in stats["recent"])
+    most = max(sum(1 for t in arrived if start <= t <= start + 1.0) for start in arrived)
+    assert most <= rate + 1, arrived
+    assert arrived[-1] - arrived[0] >= (len(arrived) - 1) / rate - 0.05, arrived

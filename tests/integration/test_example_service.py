@@ -349,6 +349,18 @@ def test_delay_holds_every_answer_including_failures(service):
         assert elapsed >= 0.3, text
 
 
+def test_each_recent_request_says_when_it_arrived_since_the_counters_were_zeroed(service):
+    service.set_knobs()
+    time.sleep(0.2)
+    first = time.perf_counter()
+    httpx.get(f"{service.url}/search", params={"q": "weather"})
+    time.sleep(0.1)
+    httpx.get(f"{service.url}/search", params={"q": "weather"})
+    apart = time.perf_counter() - first
+    a, b = (r["received_s"] for r in service.stats()["recent"])
+    assert a >= 0.2 and 0.1 <= b - a <= apart
+
+
 def test_max_in_flight_counts_concurrent_requests(service):
     delay, concurrent = 0.25, 8
     service.set_knobs(delay_ms=delay * 1000)
