@@ -142,7 +142,7 @@ class RatingSession:
             return True, resource.content_hash
         if version:
             found = looked_up.load_version(conn, self.catalog, doc, int(version)) \
-                if version.isascii() and version.isdigit() and len(version) < 10 else None
+                if _small_number(version) is not None else None
             return found is not None, found.content_hash if found else None
         latest = looked_up.latest_versions(conn, self.catalog, [doc]).get(doc)
         return True, latest.content_hash if latest else None
@@ -178,14 +178,14 @@ class RatingSession:
             return 404, {"error": f"document {doc!r} is not pooled for query {qid!r}; nothing "
                                   "was written"}
         raw = values["grade"]
-        if not (raw.isdigit() and int(raw) in self.grades):
+        if _small_number(raw) not in self.grades:
             return 422, {"error": f"expected a whole grade in {self.grades[0]}..{self.grades[-1]}, "
                                   f"got {raw!r}: nothing was written"}
         expected_raw = (form.get("expected") or [""])[0].strip()
-        if expected_raw and not expected_raw.isdigit():
+        expected = _small_number(expected_raw) if expected_raw else None
+        if expected_raw and expected is None:
             return 400, {"error": "expected the id of the grade the page showed: nothing was "
                                   "written"}
-        expected = int(expected_raw) if expected_raw else None
         version = (form.get("version") or [""])[0].strip()
         known, seen = self.seen_hash(conn, doc, version)
         if not known:
@@ -308,3 +308,9 @@ def create_app(session: RatingSession):
                             status_code=status)
 
     return app
+
+
+def _small_number(raw: str) -> int | None:
+    """A form's whole number: ASCII digits only (str.isdigit also takes "²" and "٣"), at most 9
+    of them (a Postgres integer holds it); None for anything else."""
+    return int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 9 else None

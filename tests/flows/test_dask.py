@@ -307,13 +307,9 @@ def _ran_together(tasks: list[dict]) -> bool:
                for i, a in enumerate(tasks) for b in tasks[i + 1:])
 
 
-@pytest.mark.slow
-def test_an_http_concurrency_limit_holds_across_the_workers_of_a_cluster(
-        flow_env, dask_cluster, service, tmp_path):
-    cluster, client = dask_cluster
-    # each answer takes 150 ms, so requests overlap: the service counts the most in flight
-    service.set_knobs(delay_ms=150)
-    path = _http_file(tmp_path, service.url, concurrency=3)
+def _two_shards_on_the_cluster(tmp_path, cluster, client, service, path):
+    """A run of the http configuration in `path` in two shards on the cluster: the shards' task
+    records and the service's counts, once every query was answered (15, none failed)."""
     metrics: dict = {}
 
     def run():
@@ -325,6 +321,17 @@ def test_an_http_concurrency_limit_holds_across_the_workers_of_a_cluster(
     stats = service.stats()
     assert metrics["failures"]["configurations"]["native"]["failed"] == 0
     assert stats["requests"] == 15 and stats["failed"] == 0
+    return tasks, stats
+
+
+@pytest.mark.slow
+def test_an_http_concurrency_limit_holds_across_the_workers_of_a_cluster(
+        flow_env, dask_cluster, service, tmp_path):
+    cluster, client = dask_cluster
+    # each answer takes 150 ms, so requests overlap: the service counts the most in flight
+    service.set_knobs(delay_ms=150)
+    tasks, stats = _two_shards_on_the_cluster(
+        tmp_path, cluster, client, service, _http_file(tmp_path, service.url, concurrency=3))
     # two shards, one per worker process, running at the same time: a limit of 3 per process
     # would let up to 6 requests be in flight; the limit of the configuration holds, and is used
     assert len(tasks) == 2 and _ran_together(tasks), tasks
@@ -337,18 +344,9 @@ def test_an_http_rate_limit_holds_across_the_workers_of_a_cluster(
     cluster, client = dask_cluster
     rate = 10.0
     service.set_knobs(delay_ms=50)
-    path = _http_file(tmp_path, service.url, concurrency=3, rate_limit=rate)
-    metrics: dict = {}
-
-    def run():
-        metrics.update(_run(tmp_path / "out", "--configurations-file", str(path),
-                            "--task-runner", "dask", "--dask-address", cluster.scheduler_address,
-                            "--shards", "2"))
-
-    tasks = _shards_on_dask(client, run)
-    stats = service.stats()
-    assert metrics["failures"]["configurations"]["native"]["failed"] == 0
-    assert stats["requests"] == 15 and stats["failed"] == 0
+    tasks, stats = _two_shards_on_the_cluster(
+        tmp_path, cluster, client, service,
+        _http_file(tmp_path, service.url, concurrency=3, rate_limit=rate))
     assert len(tasks) == 2 and _ran_together(tasks), tasks
     # 15 requests at most 10 per second: in any second at most 10 + 1 start (the points of one
     # grid 0.1 s apart, one at each end of the window), as from a single process; a rate of 10

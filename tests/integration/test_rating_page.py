@@ -176,6 +176,16 @@ def test_bad_input_gets_a_clear_answer_and_writes_nothing(served, database_modul
         html = client.post("/grade", data={"query_id": "q04", "doc_id": "geocoding",
                                            "grade": "9"})
         assert html.status_code == 422 and "nothing was written" in html.text
+        # digits that are not ASCII: "²" made int() fail (a 500), Arabic-Indic "٣" read as 3
+        for raw in ("²", "\u0663", "1" * 40):
+            odd = client.post("/grade", data={"query_id": "q04", "doc_id": "geocoding",
+                                              "grade": raw}, headers=json)
+            assert odd.status_code == 422 and odd.json()["error"].startswith(
+                "expected a whole grade in 0..3"), raw
+        for raw in ("²", "9" * 30):
+            odd = client.post("/grade", data={"query_id": "q04", "doc_id": "geocoding",
+                                              "grade": "1", "expected": raw}, headers=json)
+            assert odd.status_code == 400 and "the id of the grade" in odd.json()["error"], raw
     assert len(rows_of(database_module_url, "ann")) == before
     assert rows_of(database_module_url, "mallory") == []
 
