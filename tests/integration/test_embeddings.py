@@ -102,3 +102,18 @@ def test_embed_refuses_non_text(conn):
     with pytest.raises(InputError):
         embedder.embed("one string")
     assert embedder.embed([]).shape == (0, 0)
+
+
+@pytest.mark.slow
+def test_texts_encoded_longest_first_across_chunks_come_back_in_their_order(conn,
+                                                                             embedding_model):
+    """The missing texts are encoded longest first, in chunks of batch_size x 4 (here 8): 20
+    texts of shuffled lengths over three chunks must each get their own vector back."""
+    texts = [f"{'resource ' * (n % 7)}number {n} of the catalog" for n in
+             (13, 2, 19, 7, 0, 11, 5, 17, 3, 9, 1, 15, 6, 18, 4, 12, 8, 16, 10, 14)]
+    embedder = CachedEmbedder(conn, batch_size=2)
+    vectors = embedder.embed(texts)
+    assert embedder.embedded == len(texts)
+    one_by_one = np.stack([embedding_model.encode([t], normalize_embeddings=True,
+                                                  convert_to_numpy=True)[0] for t in texts])
+    np.testing.assert_allclose(vectors, one_by_one, atol=1e-5)

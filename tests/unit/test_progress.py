@@ -85,3 +85,18 @@ def test_parallel_batches_advance_one_stage_and_an_unstarted_stage_ignores_them(
     assert line.startswith("embedding: 2000 texts in ")
     assert logged == [line]
     assert progress.finish("embedding") is None  # finished once
+
+
+def test_the_embedding_stage_takes_the_wall_time_of_its_batches_side_by_side():
+    """Batches run side by side: the stage lasts from the first start to the last end
+    (100 s .. 102 + 6 = 108 s), not the sum of their times (5 + 6 + 1 = 12 s)."""
+    import numpy as np
+
+    from searcheval.evaluation.pipeline import EmbeddedTexts, embedding_seconds
+
+    def batch(started, seconds):
+        return EmbeddedTexts("m", "f", np.zeros((1, 2), np.float32), 1, 0, seconds, started)
+
+    assert embedding_seconds([batch(100.0, 5.0), batch(102.0, 6.0), batch(101.0, 1.0)]) == \
+        (102.0 + 6.0) - 100.0
+    assert embedding_seconds([]) == 0.0
