@@ -216,6 +216,9 @@ def nightly(
         loaded: Collection = checked.collection
         conventions = checked.conventions
         pipeline.check_documents(loaded, selected)
+        # the model loads (only if some text is not cached) while the inputs are validated
+        model_loading = t.load_model.submit(pipeline.collection_texts(loaded), model_path) \
+            if needs_embeddings(selected) and loaded.has_catalog else None
         judged = t.judged_documents(loaded) if lookups.any_lookup(selected) else set()
         looked = lookups.look_up_judged(selected, resolved.served, judged)
         collection, effective = t.judgments(loaded, judgment_rule, max_age_days,
@@ -231,6 +234,8 @@ def nightly(
     if collection.has_catalog:
         t.seed_catalog(collection)
     t.seed_judgments(loaded)
+    if model_loading is not None:
+        model_loading.wait()  # its errors are the embedding's own, raised there
     if needs_embeddings(selected):
         texts = pipeline.collection_texts(collection)
         progress.start("embedding", len(texts), "texts")  # one report for all the batches

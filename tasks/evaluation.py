@@ -165,6 +165,16 @@ def seed_catalog(collection: Collection) -> dict:
         return pipeline.seed_catalog(conn, collection)
 
 
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def load_model(texts: list[str], model_path: str | None) -> int:
+    """The model loaded while the run validates, if the cache lacks any of `texts` (submitted:
+    it overlaps the steps before embedding); the number of texts to embed."""
+    from searcheval.rankers.embeddings import load_if_missing
+
+    with open_database() as conn:
+        return load_if_missing(conn, texts, model_path)
+
+
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
       task_run_name="embed-{batch}")
 def embed_texts(texts: list[str], model_path: str | None, batch: int) -> pipeline.EmbeddedTexts:

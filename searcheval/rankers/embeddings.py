@@ -129,6 +129,19 @@ def text_key(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
+def load_if_missing(conn: psycopg.Connection, texts: Sequence[str],
+                    model_path: str | Path | None = None) -> int:
+    """How many distinct `texts` the cache lacks; when any, the model is loaded now (once per
+    process), so that a run can load it while it still validates its inputs rather than after.
+    A run with everything cached loads nothing."""
+    path = resolve_model_path(model_path)
+    keys = list(dict.fromkeys(text_key(t) for t in texts))
+    missing = len(keys) - store.count_cached(conn, model_name(path), model_fingerprint(path), keys)
+    if missing:
+        load_model(path)
+    return missing
+
+
 class CachedEmbedder:
     """Embeds texts through the `embeddings` cache table.
 

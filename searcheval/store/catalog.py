@@ -113,6 +113,15 @@ def load_embeddings(conn: psycopg.Connection, model: str, fingerprint: str,
     return {key: _as_array(vector) for key, vector in rows}
 
 
+def count_cached(conn: psycopg.Connection, model: str, fingerprint: str,
+                 keys: Sequence[str]) -> int:
+    """How many of the distinct `keys` are cached (one query, no vector read)."""
+    if not keys:
+        return 0
+    return conn.execute(sql.COUNT_CACHED_EMBEDDINGS, {
+        "model": model, "fingerprint": fingerprint, "keys": list(keys)}).fetchone()[0]
+
+
 def save_embeddings(conn: psycopg.Connection, model: str, fingerprint: str,
                     items: Iterable[tuple[str, np.ndarray]]) -> None:
     """Add `(text_sha256, vector)` pairs to the cache in one transaction (existing keys kept)."""

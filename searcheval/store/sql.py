@@ -90,6 +90,11 @@ FROM embeddings
 WHERE model = %(model)s AND fingerprint = %(fingerprint)s AND text_sha256 = ANY(%(keys)s)
 """
 
+COUNT_CACHED_EMBEDDINGS = """
+SELECT count(*) FROM embeddings
+WHERE model = %(model)s AND fingerprint = %(fingerprint)s AND text_sha256 = ANY(%(keys)s)
+"""
+
 INSERT_EMBEDDING = """
 INSERT INTO embeddings (model, fingerprint, text_sha256, embedding)
 VALUES (%(model)s, %(fingerprint)s, %(text_sha256)s, %(embedding)s)
