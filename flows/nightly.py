@@ -20,11 +20,13 @@ from typing import Any
 from prefect import flow, get_run_logger
 from prefect.runtime import flow_run
 from prefect.states import Completed
+from prefect.utilities.annotations import opaque  # large inputs of tasks called here: not
+# walked for futures (submitted tasks: `whole`, which knows the task runner)
 
 from flows import boundary
 from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
-from flows.runners import shards_share_process, task_runner_from_settings
+from flows.runners import shards_share_process, task_runner_from_settings, whole
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import lookups, pipeline, provenance
@@ -217,13 +219,14 @@ def nightly(
         conventions = checked.conventions
         pipeline.check_documents(loaded, selected)
         # the model loads (only if some text is not cached) while the inputs are validated
-        model_loading = t.load_model.submit(pipeline.collection_texts(loaded), model_path) \
+        model_loading = t.load_model.submit(whole(pipeline.collection_texts(loaded)),
+                                            model_path) \
             if needs_embeddings(selected) and loaded.has_catalog else None
-        judged = t.judged_documents(loaded) if lookups.any_lookup(selected) else set()
+        judged = t.judged_documents(opaque(loaded)) if lookups.any_lookup(selected) else set()
         looked = lookups.look_up_judged(selected, resolved.served, judged)
-        collection, effective = t.judgments(loaded, judgment_rule, max_age_days,
+        collection, effective = t.judgments(opaque(loaded), judgment_rule, max_age_days,
                                             looked.observed())
-        report = t.validate(collection, max_age_days, min_per_category)
+        report = t.validate(opaque(collection), max_age_days, min_per_category)
         report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
     except InputError as exc:
@@ -232,18 +235,19 @@ def nightly(
         logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
 
     if collection.has_catalog:
-        t.seed_catalog(collection)
-    t.seed_judgments(loaded)
+        t.seed_catalog(opaque(collection))
+    t.seed_judgments(opaque(loaded))
     if model_loading is not None:
         model_loading.wait()  # its errors are the embedding's own, raised there
     if needs_embeddings(selected):
         texts = pipeline.collection_texts(collection)
         progress.start("embedding", len(texts), "texts")  # one report for all the batches
-        batches = [t.embed_texts.submit(batch, model_path, number) for number, batch
+        batches = [t.embed_texts.submit(whole(batch), model_path, number) for number, batch
                    in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
         done_batches = [b.result() for b in batches]
         progress.finish("embedding")
-        embedded = t.index_collection(collection, texts, done_batches, model_path)
+        embedded = t.index_collection(opaque(collection), opaque(texts), opaque(done_batches),
+                                      model_path)
     else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
         embedded = pipeline.not_embedded(collection, model_path)
     together = shards_share_process()  # else an http configuration's limits are cut among shards
@@ -251,7 +255,8 @@ def nightly(
                                                    shards, together=together)
              for c in selected}
     progress.start("searching", len(collection.queries) * len(selected), "queries")
-    futures = {c.name: [t.run_configuration.submit(c, collection, part, embedded.model, depth)
+    futures = {c.name: [t.run_configuration.submit(c, whole(collection), whole(part),
+                                                    embedded.model, depth)
                         for part in parts[c.name]]
                for c in selected}
     runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
@@ -263,14 +268,16 @@ def nightly(
     report = lookups.lookup_staleness(report, documents, collection)
     fresh = pipeline.fresh_collection(collection, report)
     qrels = fresh.qrels()
-    coverage = t.coverage(runs, qrels, coverage_k, conventions.coverage_floor,  # stale labels
-                          conventions.source("coverage_floor"))  # do not count
-    scores = t.score(runs, fresh, qrels, tuple(metrics), conventions.settings())
+    coverage = t.coverage(opaque(runs), opaque(qrels), coverage_k,  # stale labels do not count
+                          conventions.coverage_floor,
+                          conventions.source("coverage_floor"))
+    scores = t.score(opaque(runs), opaque(fresh), opaque(qrels), tuple(metrics),
+                     conventions.settings())
     not_gated_reason = checked.not_gated_reason
     if failures["incomplete"]:  # failed queries beyond what their configuration allows
         verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
     else:
-        gated = t.gate(scores, checked.baseline, tolerance, candidate,
+        gated = t.gate(opaque(scores), checked.baseline, tolerance, candidate,
                        dataset_of(collection),
                        return_state=True)  # Failed when it trips: the task graph shows where
         verdict = gated.result(raise_on_failure=False)
@@ -297,7 +304,8 @@ def nightly(
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
                                        embedded.model, pipeline.model_sha256(model_path),
                                        collection_hashes(collection)))
-    published = t.publish(result, runs, output, qrels, snapshot_retention)
+    published = t.publish(opaque(result), opaque(runs), output, opaque(qrels),
+                          snapshot_retention)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
     line = verdict_line(result, where)
