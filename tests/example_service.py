@@ -89,3 +89,16 @@ def _wait_until_healthy(process: subprocess.Popen, log_path: Path, timeout: floa
         time.sleep(0.05)
     raise RuntimeError(f"the example service was not healthy within {timeout:.0f} s:\n"
                        f"{log_path.read_text()}")
+
+
+def answers(url: str, queries) -> dict[str, dict[str, float]]:
+    """The service's own answers (its native `/search`, k=100) to each query with its filters,
+    as the `native` configuration asks: the run the tests score directly."""
+    out = {}
+    for q in queries:
+        f = {k: v for k, v in (("network", q.filters.network), ("asset", q.filters.asset),
+                               ("max_price_usd", q.filters.max_price_usd)) if v is not None}
+        hits = httpx.get(f"{url}/search", params={"q": q.text, "k": 100, **f}).json()
+        out[q.id] = {h["id"]: h["score"] for h in hits["hits"]}
+    return out
+

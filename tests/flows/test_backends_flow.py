@@ -53,15 +53,9 @@ def run(tmp_path: Path, *args: str) -> tuple[int, dict | None, Path]:
 
 
 def direct_means(service) -> dict:
-    import httpx
+    from tests.example_service import answers
 
-    run_ = {}
-    for q in COLLECTION.queries:
-        f = {k: v for k, v in (("network", q.filters.network), ("asset", q.filters.asset),
-                               ("max_price_usd", q.filters.max_price_usd)) if v is not None}
-        body = httpx.get(f"{service.url}/search", params={"q": q.text, "k": 100, **f}).json()
-        run_[q.id] = {h["id"]: h["score"] for h in body["hits"]}
-    return evaluate(COLLECTION.qrels(), run_, METRICS,
+    return evaluate(COLLECTION.qrels(), answers(service.url, COLLECTION.queries), METRICS,
                     query_ids=[q.id for q in COLLECTION.queries]).means
 
 

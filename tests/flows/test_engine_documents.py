@@ -27,6 +27,7 @@ from searcheval.metrics.engine import evaluate
 from searcheval.store import database
 from searcheval.store import documents as looked_up
 from searcheval.store import judgments as jstore
+from tests.example_service import answers as service_answers
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,13 +38,7 @@ NAME = "engine-docs"  # the dataset's folder: its judgments and document version
 
 def answers(service) -> dict[str, dict[str, float]]:
     """The service's answers per golden query, as the `native` configuration asks."""
-    out = {}
-    for q in FIXTURES.queries:
-        f = {k: v for k, v in (("network", q.filters.network), ("asset", q.filters.asset),
-                               ("max_price_usd", q.filters.max_price_usd)) if v is not None}
-        hits = httpx.get(f"{service.url}/search", params={"q": q.text, "k": 100, **f}).json()
-        out[q.id] = {h["id"]: h["score"] for h in hits["hits"]}
-    return out
+    return service_answers(service.url, FIXTURES.queries)
 
 
 def document(service, doc_id: str) -> dict:

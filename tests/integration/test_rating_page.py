@@ -53,19 +53,25 @@ class Served:
         self.socket.close()
 
 
+def save_pool(conn, pool_id: str, catalog: str, run_id: str, pooled: dict) -> None:
+    """`pooled` ({query: [doc, ...]}) saved as pool `pool_id` of one configuration, depth 10,
+    one judge a pair."""
+    items = assign(build_pool({"any": pooled}, set(), 10), 0.0, [], pool_id)
+    jstore.save_pool(conn, {"pool_id": pool_id, "catalog": catalog, "run_id": run_id,
+                            "depth": 10, "configurations": ["any"], "overlap": 0.0,
+                            "judges": []},
+                     [{"position": n, "query_id": i.query_id, "doc_id": i.doc_id,
+                       "best_rank": i.best_rank, "configurations": i.configurations,
+                       "judges_needed": 1, "assigned": []}
+                      for n, i in enumerate(items, start=1)])
+
+
 def make_session(url: str, judge: str, token: str | None = None) -> RatingSession:
     collection = load_fixtures(ROOT / "fixtures")
     with connect(url) as conn:
         found = jstore.load_pool(conn, "rating-test")
         if found is None:
-            items = assign(build_pool({"any": POOLED}, set(), 10), 0.0, [], "rating-test")
-            jstore.save_pool(conn, {"pool_id": "rating-test", "catalog": "fixtures",
-                                    "run_id": "r", "depth": 10, "configurations": ["any"],
-                                    "overlap": 0.0, "judges": []},
-                             [{"position": n, "query_id": i.query_id, "doc_id": i.doc_id,
-                               "best_rank": i.best_rank, "configurations": i.configurations,
-                               "judges_needed": 1, "assigned": []}
-                              for n, i in enumerate(items, start=1)])
+            save_pool(conn, "rating-test", "fixtures", "r", POOLED)
             found = jstore.load_pool(conn, "rating-test")
     pool, items = found
     return RatingSession(database_url=url, collection=collection, pool=pool, items=items,
@@ -273,14 +279,7 @@ def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keep
         with conn.transaction(), conn.cursor() as cur:
             looked_up.record_versions(cur, "rated-engine", Observed(
                 at=datetime.now(timezone.utc), documents=found), "run-1")
-        items = assign(build_pool({"any": {"q04": pooled}}, set(), 10), 0.0, [], "engine-pool")
-        jstore.save_pool(conn, {"pool_id": "engine-pool", "catalog": "rated-engine",
-                                "run_id": "run-1", "depth": 10, "configurations": ["any"],
-                                "overlap": 0.0, "judges": []},
-                         [{"position": n, "query_id": i.query_id, "doc_id": i.doc_id,
-                           "best_rank": i.best_rank, "configurations": i.configurations,
-                           "judges_needed": 1, "assigned": []}
-                          for n, i in enumerate(items, start=1)])
+        save_pool(conn, "engine-pool", "rated-engine", "run-1", {"q04": pooled})
         pool, pool_items = jstore.load_pool(conn, "engine-pool")
     server = Served(create_app(RatingSession(database_url=database_module_url,
                                              collection=collection, pool=pool, items=pool_items,
