@@ -12,7 +12,7 @@ import math
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -242,6 +242,15 @@ class QrelsColumns:
     d: np.ndarray  # int32
     grade: np.ndarray  # int64
     starts: np.ndarray  # int64 (Q + 1,): rows of query j are starts[j]:starts[j + 1]
+    _code: dict | None = field(default=None, repr=False, compare=False)
+
+    def codes_of(self, qids: list[str]) -> np.ndarray:
+        """Each of `qids`' index in `qids` of the judgments, -1 where not judged: a dict built
+        once (the judgments may be a million queries; a chunk of a run holds a few hundred)."""
+        if self._code is None:
+            self._code = {qid: i for i, qid in enumerate(self.qids)}
+        get = self._code.get
+        return np.fromiter((get(x, -1) for x in qids), dtype=np.int64, count=len(qids))
 
 
 def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> QrelsColumns:

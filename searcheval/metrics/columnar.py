@@ -63,7 +63,7 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             continue
         if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
             last_qids = chunk.qid_values
-            cq = _codes(chunk.qid_values, qrels.qid_values)  # judged query code, -1 if none
+            cq = qrels.codes_of(chunk.qids)  # judged query code, -1 if none
         # the chunk's queries ("groups"), each a run of rows
         new_group = np.empty(n, dtype=bool)
         new_group[0] = True

@@ -253,3 +253,27 @@ def test_a_dict_of_arrays_with_a_bad_score_is_refused_by_the_exact_path():
     with pytest.raises(InputError, match="missing column"):
         searcheval.evaluate(qrels, {"qid": np.array([1]), "doc_id": np.array([10]),
                                     "score": np.array([1.0])})
+
+
+def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path, monkeypatch):
+    """Streaming a run against many judged queries, no chunk looks its ids up in a hash of every
+    judged id (a million judged queries made scoring quadratic once): each lookup's table is at
+    most a chunk's own ids. 40,000 judged queries; the file is parsed in blocks of 256 KiB, so
+    its 200,000 lines come in chunks of about 11,000 rows (2,200 queries) each."""
+    from searcheval.metrics import columnar
+
+    long_run(tmp_path, 40_000, depth=5)
+    chunks = [c.q.size for c in iter_run_chunks(tmp_path / "run", rows=100)]
+    assert len(chunks) >= 8
+    tables: list[int] = []
+    real = columnar._codes
+
+    def spy(values, value_set):
+        tables.append(len(value_set))
+        return real(values, value_set)
+
+    monkeypatch.setattr(columnar, "_codes", spy)
+    ours = evaluate_files(tmp_path / "qrels", tmp_path / "run", ["ndcg@10"], chunk_rows=100)
+    assert len(ours.query_ids) == 40_000
+    assert len(tables) >= len(chunks)  # a lookup (at least) per chunk
+    assert max(tables) <= max(chunks)  # never the 40,000 judged queries' ids
