@@ -318,19 +318,20 @@ def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[Run
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         source.close()
         raise Fallback("not a plain TREC run") from None
+    batches = _read_ahead(reader)
     try:
-        yield from _chunks(reader, source, rows)
+        yield from _chunks(batches, source, rows)
     finally:
+        batches.close()  # the parsing thread stops before its file is closed
         source.close()
 
 
-def _chunks(reader, source: _Checked, rows: int) -> Iterator[RunChunk]:
+def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk]:
     pa = _arrow()
     seen: set[str] = set()
     pending: list = []
     held = 0
     done = False
-    batches = _read_ahead(reader)
     while not done:
         try:
             batch = next(batches)
