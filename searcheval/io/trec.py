@@ -237,7 +237,6 @@ class QrelsColumns:
 
     qids: list[str]
     docs: "object"  # pyarrow StringArray of the judged document ids
-    qid_values: "object"  # pyarrow StringArray of `qids`
     q: np.ndarray  # int32, non-decreasing
     d: np.ndarray  # int32
     grade: np.ndarray  # int64
@@ -284,21 +283,20 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
     if _has_duplicates(q.astype(np.int64) * len(de.dictionary) + d):
         raise Fallback("duplicate judgment")
     starts = np.searchsorted(q, np.arange(len(qe.dictionary) + 1)).astype(np.int64)
-    return QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary,
-                        qid_values=qe.dictionary, q=q, d=d,
+    return QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary, q=q, d=d,
                         grade=grade, starts=starts)
 
 
 @dataclass
 class RunChunk:
-    """Complete queries of a run, in file order: query `qids[q[i]]`, document `docs[d[i]]`."""
+    """Complete queries of a run, in file order: query `qids[q[i]]`, document `docs[d[i]]`.
+    Chunks cut from one array share its `qids` list and `docs` dictionary (`shared_docs`)."""
 
     qids: list[str]
     docs: "object"  # pyarrow StringArray
     q: np.ndarray  # int32
     d: np.ndarray  # int32
     score: np.ndarray  # float64
-    qid_values: "object" = None  # pyarrow StringArray of `qids`
     shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
 
 
@@ -411,23 +409,33 @@ def _run_chunk(table, seen: set[str]) -> RunChunk:
     score = to_numpy(table.column("score"))
     if not np.isfinite(score).all():
         raise Fallback("a score is not finite")
-    # queries by where the id changes from one line to the next (no hashing of every line's id);
-    # a query id seen in two places means its lines are not together
-    qcol = table.column("qid").combine_chunks()
-    n = len(qcol)
-    starts = np.flatnonzero(np.concatenate(([True], to_numpy(compute(
-        "not_equal", qcol.slice(1), qcol.slice(0, n - 1))).astype(bool)))) if n else \
-        np.zeros(0, dtype=np.int64)
-    qid_values = compute("take", qcol, from_numpy(starts))
-    qids = qid_values.to_pylist()
-    if len(set(qids)) != len(qids) or not seen.isdisjoint(qids):
+    found = query_runs(table.column("qid").combine_chunks())
+    if found is None:
+        raise Fallback("the lines of a query are not together")
+    q, ids = found
+    qids = ids.to_pylist()
+    if not seen.isdisjoint(qids):  # a query in two chunks
         raise Fallback("the lines of a query are not together")
     seen.update(qids)
-    q = np.repeat(np.arange(len(qids), dtype=np.int32), np.diff(np.append(starts, n)))
     de = compute("dictionary_encode", table.column("doc")).combine_chunks()
     d = to_numpy(de.indices).astype(np.int32)
     # (a document listed twice for a query is found where the chunk is scored: columnar.py)
-    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score, qid_values=qid_values)
+    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score)
+
+
+def query_runs(ids) -> tuple[np.ndarray, object] | None:
+    """Rows grouped by query, read off where the id changes from one row to the next (no hash of
+    every row's id): (int32 code of each row, the pyarrow array of the queries' ids in order), or
+    None when an id comes back after another (the rows of a query are not together)."""
+    n = len(ids)
+    if not n:
+        return np.zeros(0, dtype=np.int32), ids
+    change = to_numpy(compute("not_equal", ids.slice(1), ids.slice(0, n - 1))).astype(bool)
+    starts = np.flatnonzero(np.concatenate(([True], change)))
+    first = compute("take", ids, from_numpy(starts))
+    if len(compute("unique", first)) != len(first):
+        return None
+    return np.repeat(np.arange(len(first), dtype=np.int32), np.diff(np.append(starts, n))), first
 
 
 def _has_duplicates(keys: np.ndarray) -> bool:

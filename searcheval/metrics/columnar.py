@@ -21,7 +21,7 @@ import numpy as np
 
 from searcheval.errors import InputError
 from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, iter_run_chunks,
-                                read_qrels_columns, cast, from_numpy, index_in,
+                                query_runs, read_qrels_columns, cast, from_numpy, index_in,
                                 to_numpy)
 from searcheval.io.trec import compute as arrow
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
@@ -61,8 +61,8 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         n = q.size
         if not n:
             continue
-        if chunk.qid_values is not last_qids:  # chunks of one array share their dictionaries
-            last_qids = chunk.qid_values
+        if chunk.qids is not last_qids:  # chunks of one array share their query ids
+            last_qids = chunk.qids
             cq = qrels.codes_of(chunk.qids)  # judged query code, -1 if none
         # the chunk's queries ("groups"), each a run of rows
         new_group = np.empty(n, dtype=bool)
@@ -300,8 +300,7 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
     q, d, grade = q[order], d[order], grade[order]
     if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
         raise Fallback("duplicate judgment")
-    return QrelsColumns(qids=qids.to_pylist(), docs=docs, qid_values=qids, q=q, d=d,
-                        grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
+    return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
 
 
 def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChunk]:
@@ -317,34 +316,27 @@ def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChu
     if q.size and np.any(q[1:] < q[:-1]):  # not grouped in first-seen order: group the rows
         order = np.argsort(q, kind="stable")
         q, d, score = q[order], d[order], score[order]
-    cuts = [0]
-    if q.size:
-        starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
-        cuts = np.unique(starts[np.searchsorted(starts, np.arange(0, q.size, rows), "right") - 1])
-        cuts = cuts.tolist()
+    starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1]))) if q.size else \
+        np.zeros(0, dtype=np.int64)
+    # each chunk starts at the last query start at or before a multiple of `rows`
+    cuts = np.unique(starts[np.searchsorted(starts, np.arange(0, q.size, rows), "right") - 1])
+    bounds = [*cuts.tolist(), q.size]
     qid_list = qids.to_pylist()
     return [RunChunk(qids=qid_list, docs=docs, q=q[a:b], d=d[a:b], score=score[a:b],
-                     qid_values=qids, shared_docs=True)
-            for a, b in zip(cuts, [*cuts[1:], q.size]) if b > a] or \
-        [RunChunk(qids=qid_list, docs=docs, q=q, d=d, score=score, qid_values=qids)]
+                     shared_docs=True) for a, b in zip(bounds, bounds[1:])]
 
 
 def _grouped(values):
     """Query ids as codes: where the rows of each query are together (the usual case), read off
-    where the id changes, without hashing every row; else dictionary-encoded."""
+    where the id changes (`io.trec.query_runs`); else dictionary-encoded."""
     import pyarrow as pa
 
     array = _as_arrow(values)
-    n = len(array)
-    if n > 1 and not pa.types.is_dictionary(array.type):
-        change = to_numpy(arrow("not_equal", array.slice(1), array.slice(0, n - 1))).astype(bool)
-        starts = np.flatnonzero(np.concatenate(([True], change)))
-        ids = arrow("take", array, from_numpy(starts))
-        if len(arrow("unique", ids)) == len(ids):  # each query's rows in one place
-            lengths = np.diff(np.append(starts, n))
-            if pa.types.is_integer(ids.type):
-                ids = cast(ids, pa.string())
-            return np.repeat(np.arange(len(ids), dtype=np.int32), lengths), ids
+    if not pa.types.is_dictionary(array.type):
+        found = query_runs(array)
+        if found is not None:
+            codes, ids = found
+            return codes, ids if pa.types.is_string(ids.type) else cast(ids, pa.string())
     return _encoded(array)
 
 
@@ -367,13 +359,3 @@ def run_from_frame(frame, columns: tuple[str, str, str], *,
     """A run from a DataFrame (or a pyarrow Table, or a mapping of arrays) by column name."""
     query, doc, score = (_column(frame, c) for c in columns)
     return run_from_arrays(query, doc, np.asarray(score), rows=rows)
-
-
-def evaluate_frames(qrels_frame, run_frame, metrics: Sequence[Metric], settings: Settings, *,
-                    complete: bool | None, qrels_columns: tuple[str, str, str],
-                    run_columns: tuple[str, str, str]) -> Evaluation:
-    """DataFrames (or anything with named columns) through the columnar path; Fallback when a
-    column is missing or its values are what the dict path must refuse."""
-    return evaluate_columns(qrels_from_frame(qrels_frame, qrels_columns),
-                            run_from_frame(run_frame, run_columns), metrics, settings,
-                            complete=complete)

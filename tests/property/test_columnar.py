@@ -104,15 +104,15 @@ int_collections = st.tuples(
 def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, complete, compat,
                                                                         shuffle):
     import searcheval
-    from searcheval.metrics.columnar import evaluate_frames
+    from searcheval.metrics import columnar
 
     qrels, run = coll
     run = {q: r for q, r in run.items() if r}
     if not run:
         return  # an empty DataFrame has no numeric dtype: refused by either path
     qrels_frame, run_frame = frame(qrels, "grade"), frame(run, "score")
-    if shuffle:  # rows of a query apart: the columnar path groups them
-        run_frame = run_frame.iloc[::-1]
+    if shuffle:  # by document: the rows of a query apart, which the columnar path groups
+        run_frame = run_frame.sort_values("doc_id", kind="stable")
     # integer ids are strings on both sides of the dict path ("10" < "9" in a tie-break)
     qrels = {str(q): {str(d): g for d, g in docs.items()} for q, docs in qrels.items()}
     run = {str(q): {str(d): v for d, v in docs.items()} for q, docs in run.items()}
@@ -122,10 +122,10 @@ def test_dataframes_take_the_columnar_path_with_the_dict_engines_numbers(coll, c
                               complete=complete)
     same(got, expected)
     # and it was the columnar path, not the dict fallback
-    direct = evaluate_frames(qrels_frame, run_frame, METRICS, conventions,
-                             complete=(False if compat else None) if complete is None else complete,
-                             qrels_columns=("query_id", "doc_id", "grade"),
-                             run_columns=("query_id", "doc_id", "score"))
+    direct = columnar.evaluate_columns(
+        columnar.qrels_from_frame(qrels_frame, ("query_id", "doc_id", "grade")),
+        columnar.run_from_frame(run_frame, ("query_id", "doc_id", "score")), METRICS,
+        conventions, complete=(False if compat else None) if complete is None else complete)
     same(direct, expected)
 
 
