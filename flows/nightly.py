@@ -219,9 +219,8 @@ def nightly(
         conventions = checked.conventions
         pipeline.check_documents(loaded, selected)
         # the model loads (only if some text is not cached) while the inputs are validated
-        model_loading = t.load_model.submit(whole(pipeline.collection_texts(loaded)),
-                                            model_path) \
-            if needs_embeddings(selected) and loaded.has_catalog else None
+        texts = pipeline.collection_texts(loaded) if needs_embeddings(selected) else []
+        model_loading = t.load_model.submit(whole(texts), model_path) if texts else None
         judged = t.judged_documents(opaque(loaded)) if lookups.any_lookup(selected) else set()
         looked = lookups.look_up_judged(selected, resolved.served, judged)
         collection, effective = t.judgments(opaque(loaded), judgment_rule, max_age_days,
@@ -239,8 +238,7 @@ def nightly(
     t.seed_judgments(opaque(loaded))
     if model_loading is not None:
         model_loading.wait()  # its errors are the embedding's own, raised there
-    if needs_embeddings(selected):
-        texts = pipeline.collection_texts(collection)
+    if needs_embeddings(selected):  # `texts`: the documents and queries judging left unchanged
         progress.start("embedding", len(texts), "texts")  # one report for all the batches
         batches = [t.embed_texts.submit(whole(batch), model_path, number) for number, batch
                    in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
