@@ -45,7 +45,8 @@ def _columns(given: Mapping[str, str] | None, value: str) -> dict[str, str]:
 class Evaluator:
     """Judgments prepared once, to score any number of runs against them (as pytrec_eval's
     `RelevanceEvaluator`): tables (a DataFrame, a pyarrow Table, a dict of numpy arrays) go the
-    columnar path, with the judgments already coded; anything else goes the dict way.
+    compiled path (`searcheval.metrics.kernel`; integer ids as they are, others as codes), or the
+    numpy columnar path for what it does not take; anything else goes the dict way.
 
         evaluator = searcheval.Evaluator(qrels, ["ndcg@10", "map"], trec_compat=True)
         for name, run in runs.items():
@@ -60,15 +61,17 @@ class Evaluator:
         self.metrics, self.settings = parse_metrics(metrics), _settings(conventions)
         self._qrels, self._roles = qrels, _columns(qrels_columns, "grade")
         self._dict: dict | None = None
-        self._columnar = None
+        self._columnar = self._integer = self._qids = None
         if is_table(qrels):
+            names = (self._roles.get("query_column", "query_id"),
+                     self._roles.get("doc_column", "doc_id"),
+                     self._roles.get("grade_column", "grade"))
             try:
-                self._columnar = qrels_from_frame(qrels, (
-                    self._roles.get("query_column", "query_id"),
-                    self._roles.get("doc_column", "doc_id"),
-                    self._roles.get("grade_column", "grade")))
+                self._columnar = qrels_from_frame(qrels, names)
             except Fallback:  # the dict way refuses what the columns may not hold
                 pass
+            else:
+                self._integer = _integer_qrels(self._columnar, qrels, names)
         if self._columnar is None:
             self._dict = as_qrels(qrels, **self._roles)
 
@@ -80,20 +83,60 @@ class Evaluator:
 
         roles = _columns(run_columns, "score")
         if self._columnar is not None and is_table(run):
+            names = (roles.get("query_column", "query_id"), roles.get("doc_column", "doc_id"),
+                     roles.get("score_column", "score"))
+            chosen = (False if self.settings.trec_compat else None) if complete is None \
+                else complete
+            try:  # the compiled path (searcheval.metrics.kernel)
+                return self._compiled(run, names, chosen)
+            except Fallback:  # the numpy path groups what the compiled one does not take
+                pass
             try:
-                chunks = run_from_frame(run, (roles.get("query_column", "query_id"),
-                                              roles.get("doc_column", "doc_id"),
-                                              roles.get("score_column", "score")))
-                return evaluate_columns(
-                    self._columnar, chunks, self.metrics, self.settings,
-                    complete=(False if self.settings.trec_compat else None)
-                    if complete is None else complete)
+                chunks = run_from_frame(run, names)
+                return evaluate_columns(self._columnar, chunks, self.metrics, self.settings,
+                                        complete=chosen)
             except Fallback:  # the dict way refuses bad input with a clear error
                 pass
         if self._dict is None:
             self._dict = as_qrels(self._qrels, **self._roles)
         return engine_evaluate(self._dict, as_run(run, **roles), self.metrics, self.settings,
                                complete=complete)
+
+    def _compiled(self, run: Any, names: tuple[str, str, str], complete: bool | None):
+        """The run through the compiled path: integer ids against integer judgments as they
+        are, any other ids as codes; Fallback for what it does not take."""
+        from searcheval.metrics import kernel
+        from searcheval.metrics.columnar import _column, integer_ids
+
+        query, doc, score = (_column(run, name) for name in names)
+        if self._integer is not None:
+            q, d = integer_ids(query), integer_ids(doc)
+            if q is not None and d is not None:
+                return kernel.evaluate(self._integer, q, d, score, self.metrics, self.settings,
+                                       complete=complete)
+        if self._qids is None:
+            import pyarrow as pa
+
+            self._qids = pa.array(self._columnar.qids, type=pa.string())
+        return kernel.evaluate_coded(self._columnar, self._qids, query, doc, score,
+                                     self.metrics, self.settings, complete=complete)
+
+
+def _integer_qrels(columns, qrels: Any, names: tuple[str, str, str]):
+    """The compiled path's judgments by integer id (`searcheval.metrics.kernel.prepare`) when the
+    query and document ids are integers, else None."""
+    from searcheval.io.trec import Fallback
+    from searcheval.metrics.columnar import _column, integer_ids
+
+    try:
+        query, doc = integer_ids(_column(qrels, names[0])), integer_ids(_column(qrels, names[1]))
+    except Fallback:
+        return None
+    if query is None or doc is None:
+        return None
+    from searcheval.metrics.kernel import prepare  # imports numba (only for tables)
+
+    return prepare(columns, query, doc)
 
 
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,

@@ -340,6 +340,31 @@ def _grouped(values):
     return _encoded(array)
 
 
+def integer_ids(values) -> np.ndarray | None:
+    """`values` (a numpy array, a pandas Series, a pyarrow array) as int64, if they are integers
+    that fit; else None."""
+    if hasattr(values, "to_numpy") and not isinstance(values, np.ndarray):
+        if type(values).__module__.startswith("pyarrow"):
+            import pyarrow as pa
+
+            if not pa.types.is_integer(values.type) or values.null_count:
+                return None
+            values = values.to_numpy()
+        else:  # pandas: a nullable or categorical column is not plain integers
+            if getattr(values.dtype, "kind", "O") not in "iu":
+                return None
+            values = values.to_numpy()
+    values = np.asarray(values)
+    if values.dtype.kind not in "iu" or values.ndim != 1:
+        return None
+    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
+        return None
+    values = values.astype(np.int64, copy=False)
+    if values.size and values.min() == np.iinfo(np.int64).min:  # its negation overflows
+        return None
+    return values
+
+
 def _column(frame, name: str):
     try:
         return frame[name]

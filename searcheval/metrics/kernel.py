@@ -1,0 +1,511 @@
+"""The compiled path of `searcheval.Evaluator` for runs and judgments whose ids are integers (a
+dict of numpy arrays, a DataFrame or a pyarrow Table with integer id columns): one pass of numba
+machine code over the run's rows, then one over the judged queries, each on all cores.
+
+Why compiled: at 20,000 queries x 100 results, numpy's floor (a few array operations per row to
+join the run with the judgments, then a few per metric) is about 100 ms; loops in machine code do
+the join, the ranks and the metrics in under 20 ms (`searcheval benchmark score`).
+
+The join (`_join`): the run's rows of one query are a segment (where the query id changes).
+Blocks of segments run in parallel, each with its own small open-addressing hash table. For each
+segment, the query's judgments go into the table stamped with the segment's number (so it is
+never cleared), then every row of the segment is looked up in it: a judged document gets its
+rank, and a document met twice is reported (the exact path refuses it). Ranks follow the engine's
+order: score descending, ties by document id descending as *strings* (the dict path's ids are the
+decimal strings of the integers, so 10 < 9); a segment already in that order, as most are, is not
+sorted.
+
+The metrics (`_metrics`) follow the engine's conventions (`searcheval.metrics.engine`), computed
+per query from its judgments' grades and ranks: nDCG@k, MRR(@k), Recall@k, Precision@k, MAP(@k),
+judged@k, R-precision and Success@k. Any other metric is computed by the numpy engine from the
+same ranks (`columnar._blocks`), so each of those keeps one definition. The Hypothesis tests hold
+every number to the dict engine's within 1e-12 (the sums are added in another order than numpy's
+pairwise summation).
+
+Anything the compiled path does not take (a query's rows apart, a document listed twice, a score
+that is not finite) raises `Fallback` before anything is returned, and the caller takes the numpy
+columnar path, which groups, or the exact path, which refuses with its clear error. numba is
+imported only here, so only integer ids pay for it (0.3 s, plus one compile after an install).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+
+from searcheval.io.trec import Fallback, QrelsColumns
+from searcheval.metrics.columnar import _blocks
+from searcheval.metrics.engine import Evaluation, Metric, Settings
+
+# metric kinds the compiled loop computes, by code
+KERNEL_KINDS = {"ndcg": 0, "mrr": 1, "recall": 2, "precision": 3, "map": 4, "judged": 5,
+                "rprec": 6, "success": 7}
+POLICIES = {"one": 0, "zero": 1, "skip": 2}
+OK, NOT_FINITE, TWICE, APART = 0, 1, 2, 3
+REASONS = {NOT_FINITE: "a score is not a finite number", TWICE: "a document listed twice",
+           APART: "the rows of a query apart"}
+_HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the top bits
+# numba's default threading layer (workqueue) must not be entered by two threads at once
+_PARALLEL = threading.Lock()
+
+
+@dataclass
+class IntegerQrels:
+    """Judgments with integer ids, prepared once for `_join`: the judged query ids sorted (with
+    each one's code in `columns`), and each judgment's document id, in the rows of `columns`."""
+
+    columns: QrelsColumns  # the numpy columnar path's judgments (same rows, same codes)
+    keys: np.ndarray  # int64, sorted: the judged query ids
+    key_code: np.ndarray  # int64: the code of keys[i] in columns
+    doc: np.ndarray  # int64: judged document ids, rows of query c at columns.starts[c]:...
+
+
+def prepare(columns: QrelsColumns, query: np.ndarray, doc: np.ndarray) -> IntegerQrels:
+    """The compiled path's judgments from the integer arrays `columns` was made from (the same
+    rows, in its order: grouped by query in first-seen order, each query's rows stable)."""
+    order = np.argsort(_first_seen_codes(query), kind="stable")
+    query, doc = query[order], doc[order]
+    key_of_code = query[columns.starts[:-1]]
+    by_key = np.argsort(key_of_code, kind="stable")
+    return IntegerQrels(columns=columns, keys=key_of_code[by_key], key_code=by_key.astype(np.int64),
+                        doc=np.ascontiguousarray(doc))
+
+
+def _first_seen_codes(values: np.ndarray) -> np.ndarray:
+    """Each value's number in the order values are first seen (as the columnar judgments code
+    their queries)."""
+    uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
+    rank = np.empty(uniques.size, dtype=np.int64)
+    rank[np.argsort(first, kind="stable")] = np.arange(uniques.size)
+    return rank[inverse]
+
+
+def evaluate(qrels: IntegerQrels, query: np.ndarray, doc: np.ndarray, score,
+             metrics: list[Metric], settings: Settings, *, complete: bool | None) -> Evaluation:
+    """A run of integer ids scored against `qrels`; `complete` as `evaluate_columns`. Ties are
+    broken by the ids' decimal strings."""
+    return _evaluate(qrels.columns, query, doc, score, qrels.keys, qrels.key_code, qrels.doc,
+                     _NO_STRINGS, metrics, settings, complete)
+
+
+def evaluate_coded(columns: QrelsColumns, qids, query, doc, score, metrics: list[Metric],
+                   settings: Settings, *, complete: bool | None) -> Evaluation:
+    """A run of any ids (strings, a categorical, integers against string judgments) scored
+    against `columns` (whose query ids are the pyarrow array `qids`): the run's ids become codes
+    (pyarrow's hashing; a categorical's own codes), the judgments' documents are looked up among
+    the run's distinct ones, and ties are broken by the ids' UTF-8 bytes, which order as Python's
+    strings do."""
+    from searcheval.metrics.columnar import _codes, _encoded, _grouped
+
+    q, run_qids = _grouped(query)  # where the id changes when the rows are grouped
+    d, docs = _encoded(doc)
+    key_code = _codes(run_qids, qids)  # each run query's code among the judged, -1 if none
+    jdoc = _codes(columns.docs, docs)[columns.d]  # each judgment's document among the run's
+    return _evaluate(columns, q, d, score, np.arange(len(run_qids), dtype=np.int64), key_code,
+                     jdoc, _strings(docs), metrics, settings, complete)
+
+
+_NO_STRINGS = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint8))
+
+
+def _strings(array) -> tuple[np.ndarray, np.ndarray]:
+    """A pyarrow string array's offsets (int32, one more than its length) and UTF-8 bytes."""
+    if not len(array):  # (its buffers may be absent)
+        return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.uint8)
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1,
+                            offset=array.offset * 4)
+    data = array.buffers()[2]
+    return offsets, np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(
+        data, dtype=np.uint8)
+
+
+def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
+              metrics: list[Metric], settings: Settings, complete: bool | None) -> Evaluation:
+    n_q = len(columns.qids)
+    score = np.asarray(score)
+    if score.dtype.kind not in "iuf" or len(score) != len(q) or len(d) != len(q):
+        raise Fallback("scores are not numbers, or the columns differ in length")
+    with _PARALLEL:
+        status, rank, returned, present, unjudged = _join(
+            q, d, score.astype(np.float64, copy=False), keys, key_code, columns.starts, jdoc,
+            n_q, *strings)
+    if status != OK:
+        raise Fallback(REASONS[status])
+    chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
+    compiled = [m for m in metrics if m.kind in KERNEL_KINDS]
+    values: dict[str, np.ndarray] = {}
+    if compiled:
+        kinds = np.array([KERNEL_KINDS[m.kind] for m in compiled], dtype=np.int64)
+        cutoffs = np.array([-1 if m.k is None else m.k for m in compiled], dtype=np.int64)
+        with _PARALLEL:
+            out = _metrics(chosen, columns.starts, columns.grade, rank, returned, kinds, cutoffs,
+                           settings.effective_gain == "exponential",
+                           POLICIES[settings.effective_policy], settings.relevance_level)
+        values.update({m.name: out[i] for i, m in enumerate(compiled)})
+    rest = [m for m in metrics if m.kind not in KERNEL_KINDS]
+    if rest:
+        values.update(_blocks(columns, chosen, rank, returned, rest, settings))
+    values = {m.name: values[m.name] for m in metrics}
+    if complete:
+        absent = ~present[chosen]
+        for arr in values.values():
+            arr[absent & ~np.isnan(arr)] = 0.0
+    qids = columns.qids
+    query_ids = qids if chosen.size == n_q else [qids[i] for i in chosen.tolist()]
+    return Evaluation(query_ids=list(query_ids), values=values,
+                      missed=int(n_q - np.count_nonzero(present)),
+                      unjudged=int(np.unique(unjudged).size))
+
+
+# --------------------------------------------------------------------------- the compiled loops
+
+
+@njit(cache=True)
+def _digits(x):
+    n = 1
+    while x >= 10:
+        x //= 10
+        n += 1
+    return n
+
+
+@njit(cache=True)
+def _string_less(a, b):
+    """str(a) < str(b) for int64 a, b (not the smallest int64): '-' sorts before the digits;
+    of two digit strings the first differing digit decides, else the shorter is first."""
+    if a == b:
+        return False
+    if (a < 0) != (b < 0):
+        return a < 0
+    if a < 0:
+        a, b = -a, -b
+    la, lb = _digits(a), _digits(b)
+    pa, pb = a, b
+    for _ in range(la - min(la, lb)):
+        pa //= 10
+    for _ in range(lb - min(la, lb)):
+        pb //= 10
+    if pa != pb:
+        return pa < pb
+    return la < lb
+
+
+@njit(cache=True)
+def _bytes_less(a, b, offsets, data):
+    """String a < string b, both given by their code in a pyarrow string array (offsets, data):
+    byte by byte, unsigned (UTF-8's byte order is the code points' order, Python's)."""
+    i, i_end = offsets[a], offsets[a + 1]
+    j, j_end = offsets[b], offsets[b + 1]
+    while i < i_end and j < j_end:
+        if data[i] != data[j]:
+            return data[i] < data[j]
+        i += 1
+        j += 1
+    return (i_end - offsets[a]) < (j_end - offsets[b])
+
+
+@njit(cache=True)
+def _before(i, j, score, doc, offsets, data):
+    """Row i ranks before row j: higher score, then the greater document id as a string (the
+    decimal string of an integer id when there are no `offsets`)."""
+    if score[i] != score[j]:
+        return score[i] > score[j]
+    if offsets.size == 0:
+        return _string_less(doc[j], doc[i])
+    return _bytes_less(doc[j], doc[i], offsets, data)
+
+
+@njit(cache=True)
+def _order(s, e, score, doc, perm, offsets, data):
+    """perm[0:e-s] = the rows s..e-1 in rank order (a merge sort, stable; small segments are
+    mostly in order already, and then it is one comparison a row)."""
+    n = e - s
+    for i in range(n):
+        perm[i] = s + i
+    width = 1
+    tmp = np.empty(n, dtype=np.int64)
+    while width < n:
+        lo = 0
+        while lo < n - width:
+            mid = lo + width
+            hi = min(lo + 2 * width, n)
+            if _before(perm[mid], perm[mid - 1], score, doc, offsets, data):  # else in order
+                a, b, k = lo, mid, lo
+                while a < mid and b < hi:
+                    if _before(perm[b], perm[a], score, doc, offsets, data):
+                        tmp[k] = perm[b]
+                        b += 1
+                    else:
+                        tmp[k] = perm[a]
+                        a += 1
+                    k += 1
+                while a < mid:
+                    tmp[k] = perm[a]
+                    a += 1
+                    k += 1
+                while b < hi:
+                    tmp[k] = perm[b]
+                    b += 1
+                    k += 1
+                for k in range(lo, hi):
+                    perm[k] = tmp[k]
+            lo += 2 * width
+        width *= 2
+
+
+@njit(cache=True)
+def _find(keys, key):
+    """The index of `key` in the sorted `keys`, or -1."""
+    lo, hi = 0, keys.size
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo < keys.size and keys[lo] == key:
+        return lo
+    return -1
+
+
+@njit(cache=True, parallel=True)
+def _segments(q):
+    """Where each query's rows start (where the id changes), and the end: (segments + 1,)."""
+    n = q.size
+    blocks = min(64, n // 65536 + 1)
+    size = (n + blocks - 1) // blocks
+    counts = np.zeros(blocks + 1, dtype=np.int64)
+    for b in prange(blocks):
+        found = 0
+        for i in range(b * size, min(n, (b + 1) * size)):
+            if i == 0 or q[i] != q[i - 1]:
+                found += 1
+        counts[b + 1] = found
+    offsets = np.cumsum(counts)
+    out = np.empty(offsets[-1] + 1, dtype=np.int64)
+    for b in prange(blocks):
+        at = offsets[b]
+        for i in range(b * size, min(n, (b + 1) * size)):
+            if i == 0 or q[i] != q[i - 1]:
+                out[at] = i
+                at += 1
+    out[offsets[-1]] = n
+    return out
+
+
+@njit(cache=True, parallel=True)
+def _join(q, d, score, keys, key_code, starts, jdoc, n_q, offsets, data):
+    """Every judgment's 0-based rank in the run (inf: not retrieved), the rows each judged query
+    returned, which judged queries the run answers, and the ids of the run's unjudged queries
+    (one per segment); or a status other than OK, for what the exact path must see. Blocks of
+    segments run on all cores, each with its own hash table."""
+    seg = _segments(q)
+    n_seg = seg.size - 1
+    code = np.empty(n_seg, dtype=np.int64)
+    rank = np.full(jdoc.size, np.inf)
+    returned = np.zeros(n_q, dtype=np.int64)
+    blocks = max(1, min(n_seg, 256))
+    status = np.zeros(blocks, dtype=np.int64)
+    for b in prange(blocks):
+        g0, g1 = b * n_seg // blocks, (b + 1) * n_seg // blocks
+        need = 16
+        for g in range(g0, g1):
+            at = _find(keys, q[seg[g]])
+            c = -1 if at < 0 else key_code[at]
+            code[g] = c
+            size = seg[g + 1] - seg[g] + (0 if c < 0 else starts[c + 1] - starts[c])
+            need = max(need, 2 * size)
+        bits = 4
+        while (1 << bits) < need:
+            bits += 1
+        status[b] = _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank,
+                                returned, offsets, data)
+    present = np.zeros(n_q, dtype=np.bool_)
+    n_unjudged = 0
+    for b in range(blocks):
+        if status[b] != OK:
+            return status[b], rank, returned, present, code[:0]
+    for g in range(n_seg):
+        c = code[g]
+        if c < 0:
+            n_unjudged += 1
+        elif present[c]:
+            return APART, rank, returned, present, code[:0]
+        else:
+            present[c] = True
+    unjudged = np.empty(n_unjudged, dtype=np.int64)
+    n_unjudged = 0
+    for g in range(n_seg):
+        if code[g] < 0:
+            unjudged[n_unjudged] = q[seg[g]]
+            n_unjudged += 1
+    return OK, rank, returned, present, unjudged
+
+
+@njit(cache=True)
+def _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank, returned, offsets,
+                data):
+    """Segments g0:g1 of `_join`, with a hash table of 2**bits slots: each segment's judgments
+    go in stamped with its number (so the table is never cleared), then its rows are looked up
+    in rank order."""
+    slot_key = np.empty(1 << bits, dtype=np.int64)
+    slot_val = np.empty(1 << bits, dtype=np.int64)  # a judgment's row; -1 once its doc is met
+    slot_stamp = np.full(1 << bits, -1, dtype=np.int64)  # the segment that filled the slot
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    perm = np.empty(16, dtype=np.int64)
+    for g in range(g0, g1):
+        s, e = seg[g], seg[g + 1]
+        # in rank order already (score descending, ties by id descending as strings)? finite?
+        ordered = True
+        for i in range(s, e):
+            v = score[i]
+            if not (v - v == 0.0):  # NaN or infinite
+                return NOT_FINITE
+            if i > s and not _before(i - 1, i, score, d, offsets, data):
+                ordered = False
+        if not ordered:
+            if perm.size < e - s:
+                perm = np.empty(2 * (e - s), dtype=np.int64)
+            _order(s, e, score, d, perm, offsets, data)
+        c = code[g]
+        j0, j1 = (0, 0) if c < 0 else (starts[c], starts[c + 1])
+        if c >= 0:
+            returned[c] = e - s
+        for j in range(j0, j1):
+            h = np.int64((np.uint64(jdoc[j]) * _HASH) >> shift)
+            while slot_stamp[h] == g:
+                h = (h + 1) & mask
+            slot_stamp[h] = g
+            slot_key[h] = jdoc[j]
+            slot_val[h] = j
+        for p in range(e - s):
+            i = s + p if ordered else perm[p]
+            key = d[i]
+            h = np.int64((np.uint64(key) * _HASH) >> shift)
+            while slot_stamp[h] == g and slot_key[h] != key:
+                h = (h + 1) & mask
+            if slot_stamp[h] != g:  # a document without judgment, met once
+                slot_stamp[h] = g
+                slot_key[h] = key
+                slot_val[h] = -1
+            elif slot_val[h] < 0:
+                return TWICE
+            else:
+                rank[slot_val[h]] = p
+                slot_val[h] = -1
+    return OK
+
+
+@njit(cache=True)
+def _sort_small(values, n):
+    """values[:n] sorted ascending in place: by insertion for a query's few judgments, by numpy's
+    sort for many (deep pools judge thousands)."""
+    if n > 32:
+        values[:n] = np.sort(values[:n])
+        return
+    for i in range(1, n):
+        v = values[i]
+        j = i - 1
+        while j >= 0 and values[j] > v:
+            values[j + 1] = values[j]
+            j -= 1
+        values[j + 1] = v
+
+
+@njit(cache=True, parallel=True)
+def _metrics(chosen, starts, grades, rank, returned, kinds, cutoffs, exponential, policy, level):
+    """out[m, i]: metric m of query chosen[i], from its judgments' grades and ranks; blocks of
+    queries on all cores."""
+    out = np.empty((kinds.size, chosen.size))
+    widest = 1
+    deepest = 1
+    for i in range(chosen.size):
+        widest = max(widest, starts[chosen[i] + 1] - starts[chosen[i]])
+        deepest = max(deepest, returned[chosen[i]])
+    log2 = np.log2(np.arange(widest) + 2.0)  # the ideal ranking's discounts, by position
+    discount = 1.0 / np.log2(np.arange(deepest) + 2.0)  # the run's, by rank
+    blocks = max(1, min(chosen.size // 256, 64))
+    for b in prange(blocks):
+        _metrics_block(b * chosen.size // blocks, (b + 1) * chosen.size // blocks, chosen, starts,
+                       grades, rank, returned, kinds, cutoffs, exponential, policy, level, log2,
+                       discount, out)
+    return out
+
+
+@njit(cache=True)
+def _metrics_block(i0, i1, chosen, starts, grades, rank, returned, kinds, cutoffs, exponential,
+                   policy, level, log2, discount, out):
+    fill = 1.0 if policy == 0 else (0.0 if policy == 1 else np.nan)
+    buf = np.empty(log2.size)
+    for i in range(i0, i1):
+        c = chosen[i]
+        j0, j1 = starts[c], starts[c + 1]
+        num_rel = 0
+        for j in range(j0, j1):
+            if grades[j] >= level:
+                num_rel += 1
+        for m in range(kinds.size):
+            kind = kinds[m]
+            k = cutoffs[m]
+            cut = np.inf if k < 0 else float(k)
+            if kind == 0:  # nDCG@k: gains of the judged in the top k over the ideal's
+                dcg = 0.0
+                g_n = 0
+                for j in range(j0, j1):
+                    g = grades[j]
+                    if g > 0:
+                        gain = (2.0 ** g - 1.0) if exponential else float(g)
+                        buf[g_n] = -gain
+                        g_n += 1
+                        if rank[j] < cut:
+                            dcg += gain * discount[int(rank[j])]
+                _sort_small(buf, g_n)
+                idcg = 0.0
+                for t in range(min(g_n, k) if k >= 0 else g_n):
+                    idcg += -buf[t] / log2[t]
+                out[m, i] = fill if idcg == 0.0 else dcg / idcg
+            elif kind == 1:  # MRR(@k)
+                first = np.inf
+                for j in range(j0, j1):
+                    if grades[j] >= level and rank[j] < cut and rank[j] < first:
+                        first = rank[j]
+                out[m, i] = 1.0 / (first + 1.0) if first < np.inf else 0.0
+            elif kind == 2 or kind == 3 or kind == 7:  # recall, precision, success
+                found = 0
+                for j in range(j0, j1):
+                    if grades[j] >= level and rank[j] < cut:
+                        found += 1
+                if kind == 2:
+                    out[m, i] = fill if num_rel == 0 else found / num_rel
+                elif kind == 3:
+                    out[m, i] = found / float(k)
+                else:
+                    out[m, i] = 1.0 if found > 0 else 0.0
+            elif kind == 4:  # MAP(@k): precision at each relevant retrieved, over all relevant
+                r_n = 0
+                for j in range(j0, j1):
+                    if grades[j] >= level and rank[j] < cut:
+                        buf[r_n] = rank[j]
+                        r_n += 1
+                _sort_small(buf, r_n)
+                total = 0.0
+                for t in range(r_n):
+                    total += (t + 1.0) / (buf[t] + 1.0)
+                out[m, i] = 0.0 if num_rel == 0 else total / num_rel
+            elif kind == 5:  # judged@k: judged share of the top min(k, returned)
+                shown = min(returned[c], k)
+                top = 0
+                for j in range(j0, j1):
+                    if rank[j] < cut:
+                        top += 1
+                out[m, i] = 1.0 if shown <= 0 else top / float(shown)
+            else:  # kind 6, R-precision: relevant in the top R, over R
+                found = 0
+                for j in range(j0, j1):
+                    if grades[j] >= level and rank[j] < num_rel:
+                        found += 1
+                out[m, i] = 0.0 if num_rel == 0 else found / num_rel
