@@ -121,8 +121,8 @@ def start_embedded(pgdata: str | Path, *, keep_running: bool = True):
     pgdata = Path(pgdata).expanduser().absolute()
     pgserver = _import_pgserver()
     cached = pgserver.PostgresServer._instances.get(pgdata.resolve())
-    if cached is not None and not cached.get_postmaster_info().is_running():
-        # stopped behind this process's back (stop_embedded, a reboot): start it again
+    if cached is not None and not _still_serving(cached, pgdata):
+        # stopped behind this process's back (stop_embedded, a crash, a reboot): start it again
         pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
     try:
         with _file_lock(pgdata.with_name(pgdata.name + ".lock")):
@@ -133,6 +133,18 @@ def start_embedded(pgdata: str | Path, *, keep_running: bool = True):
             f"cannot start the embedded Postgres in {pgdata} ({exc.__class__.__name__}: {exc}); "
             f"see its log {log}" + ("" if log.exists() else " (not written)")
         ) from exc
+
+
+def _still_serving(cached, pgdata: Path) -> bool:
+    """Whether the server a cached pgserver handle started still serves `pgdata`: its
+    postmaster.pid is there, names the same process, and that process runs. (The process alone is
+    not enough: `pg_ctl stop` returns once the pid file is gone, while the old postmaster may
+    still be exiting, and a handle kept then would never start the server again.)"""
+    from pgserver.utils import PostmasterInfo
+
+    current = PostmasterInfo.read_from_pgdata(pgdata)
+    return current is not None and current.pid == cached.get_postmaster_info().pid and \
+        current.is_running()
 
 
 def stop_embedded(pgdata: str | Path | None = None) -> bool:

@@ -390,3 +390,33 @@ def test_embedded_server_starts_once_for_two_processes_in_a_long_directory():
         if socket_dir is not None and socket_dir.is_dir() and not any(socket_dir.iterdir()):
             socket_dir.rmdir()  # pgserver's short socket directory, empty once stopped
     assert stopped
+
+
+def test_a_server_stopped_while_its_old_postmaster_still_exits_is_started_again():
+    """`pg_ctl stop` returns once postmaster.pid is gone, maybe before the old postmaster has
+    exited. A handle this process cached must not then pass for a running server (the fault
+    tests met it: the restart returned the dead handle, and every connection found no socket)."""
+    import psutil
+
+    import pgserver
+
+    base = Path(tempfile.mkdtemp(prefix="se-restart-", dir="/tmp"))
+    pgdata = base / "pg"
+    again = None
+    exiting = subprocess.Popen(["sleep", "120"])  # stands for the old postmaster, still exiting
+    try:
+        server = database.start_embedded(pgdata, keep_running=False)
+        old_pid = server.get_postmaster_info().pid
+        pgserver.pg_ctl(["-w", "stop", "-m", "immediate"], pgdata=pgdata,
+                        user="pgserver" if os.geteuid() == 0 else None)
+        server.get_postmaster_info().process = psutil.Process(exiting.pid)
+        again = database.start_embedded(pgdata, keep_running=False)
+        assert again.get_postmaster_info().pid != old_pid
+        with database.connect(again.get_uri()) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        if again is not None:
+            again.cleanup()
+        exiting.kill()
+        exiting.wait()
+        shutil.rmtree(base, ignore_errors=True)
