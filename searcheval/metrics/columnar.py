@@ -234,10 +234,14 @@ def _as_arrow(values):
     integers; Fallback for anything else or a missing id."""
     import pyarrow as pa
 
-    if isinstance(values, np.ndarray) and values.dtype.kind in "iu":
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu" and not (
+            values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max):
         values = from_numpy(values.astype(np.int64, copy=False))
     elif not isinstance(values, (pa.Array, pa.ChunkedArray)):
-        values = pa.array(values, from_pandas=True)
+        try:  # (uint64 past int64's range stays uint64: its decimal strings are the ids)
+            values = pa.array(values, from_pandas=True)
+        except (pa.ArrowException, OverflowError, UnicodeError):  # ints and strings mixed, ...
+            raise Fallback("ids of mixed or unreadable types") from None
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     if values.null_count:
@@ -285,6 +289,8 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
     fractional or negative grades, a (query, document) judged twice."""
     from searcheval.io.trec import _has_duplicates
 
+    if not len(query) == len(doc) == len(grade):
+        raise Fallback("columns of different lengths")
     grade = np.asarray(grade)
     if grade.dtype.kind == "f":
         if not np.isfinite(grade).all() or (grade != np.round(grade)).any():
@@ -307,6 +313,8 @@ def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChu
     """A run given as parallel arrays, in chunks of whole queries of about `rows` rows that share
     one dictionary of ids (so judged documents are looked up in it once). Rows of a query apart
     are grouped first. Fallback for scores that are not finite numbers."""
+    if not len(query) == len(doc) == len(score):
+        raise Fallback("columns of different lengths")
     score = np.asarray(score)
     if score.dtype.kind not in "iuf" or not np.isfinite(score.astype(np.float64)).all():
         raise Fallback("scores are not finite numbers")

@@ -134,6 +134,8 @@ def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
             n_q, *strings)
     if status != OK:
         raise Fallback(REASONS[status])
+    if np.unique(unjudged).size != unjudged.size:  # an unjudged query's rows apart: the numpy
+        raise Fallback(REASONS[APART])  # path groups them (and finds a document twice across)
     chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
     compiled = [m for m in metrics if m.kind in KERNEL_KINDS]
     values: dict[str, np.ndarray] = {}
@@ -157,7 +159,7 @@ def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
     query_ids = qids if chosen.size == n_q else [qids[i] for i in chosen.tolist()]
     return Evaluation(query_ids=list(query_ids), values=values,
                       missed=int(n_q - np.count_nonzero(present)),
-                      unjudged=int(np.unique(unjudged).size))
+                      unjudged=int(unjudged.size))
 
 
 # --------------------------------------------------------------------------- the compiled loops

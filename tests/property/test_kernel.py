@@ -289,3 +289,53 @@ def test_a_deep_pool_of_judgments_a_known_answer():
     means = searcheval.Evaluator(qrels, ["map", "ndcg@10"], gain="linear").evaluate(run).means
     assert means["map"] == pytest.approx(1.0, abs=1e-12)
     assert means["ndcg@10"] == pytest.approx(1.0, abs=1e-12)
+
+
+def test_an_unjudged_querys_rows_apart_with_a_document_twice_is_refused():
+    """Query 9 (unjudged) lists document 5 in two separate runs of rows: one query, one document
+    twice, which the exact path refuses. The compiled path sees each run of rows alone, so it
+    must decline a query met twice (found by review: it had returned numbers)."""
+    import searcheval
+    from searcheval.errors import InputError
+
+    run = {"query_id": np.array([9, 1, 9]), "doc_id": np.array([5, 10, 5]),
+           "score": np.array([1.0, 1.0, 2.0])}
+    ev = _judged(QRELS)
+    with pytest.raises(Fallback, match="apart"):
+        kernel.evaluate(ev._integer, run["query_id"], run["doc_id"], run["score"],
+                        parse_metrics(["mrr"]), Settings(), complete=False)
+    with pytest.raises(InputError, match="given twice"):
+        ev.evaluate(run)
+    frame_run = {"query_id": np.array(["z", "a", "z"]), "doc_id": np.array(["x", "x", "x"]),
+                 "score": np.array([1.0, 2.0, 3.0])}
+    with pytest.raises(InputError, match="given twice"):
+        searcheval.Evaluator({"query_id": np.array(["a"]), "doc_id": np.array(["x"]),
+                              "grade": np.array([1])}, ["mrr"]).evaluate(frame_run)
+
+
+def test_ids_the_numpy_readers_once_mangled_give_the_dict_engines_numbers():
+    """uint64 ids past int64's range keep their decimal strings (they had wrapped negative: the
+    tie of 2**63+5 and 10 broke the wrong way); ids mixing ints and strings, and columns of
+    different lengths, go to the exact path (they had raised pyarrow's and numpy's errors)."""
+    import searcheval
+    from searcheval.errors import InputError
+
+    big = 2**63 + 5
+    qrels = {"query_id": np.array([big], dtype=np.uint64), "doc_id": np.array([10], np.uint64),
+             "grade": np.array([1])}
+    run = {"query_id": np.array([big, big], dtype=np.uint64),
+           "doc_id": np.array([big, 10], dtype=np.uint64), "score": np.array([1.0, 1.0])}
+    ev = searcheval.Evaluator(qrels, ["mrr"]).evaluate(run)
+    # "9223372036854775813" > "10" as strings: it ranks first, the relevant 10 second: MRR 1/2
+    assert ev.query_ids == [str(big)] and ev.values["mrr"].tolist() == [0.5]
+    mixed = {"query_id": np.array([1, "1"], dtype=object), "doc_id": np.array(["a", "b"]),
+             "score": np.array([1.0, 2.0])}
+    mixed_qrels = {"query_id": np.array([1, "1"], dtype=object), "doc_id": np.array(["a", "b"]),
+                   "grade": np.array([1, 0])}
+    # the dict path reads both as query "1": b (score 2, grade 0) first, a second: MRR 1/2
+    assert searcheval.Evaluator(mixed_qrels, ["mrr"]).evaluate(mixed).means == {"mrr": 0.5}
+    for short in ({"doc_id": np.array([10])}, {"score": np.array([1.0])}):
+        uneven = {"query_id": np.array([1, 1]), "doc_id": np.array([10, 11]),
+                  "score": np.array([1.0, 2.0])} | short
+        with pytest.raises(InputError, match="one length"):
+            _judged(QRELS).evaluate(uneven)
