@@ -125,18 +125,14 @@ class Evaluator:
 def _integer_qrels(columns, qrels: Any, names: tuple[str, str, str]):
     """The compiled path's judgments by integer id (`searcheval.metrics.kernel.prepare`) when the
     query and document ids are integers, else None."""
-    from searcheval.io.trec import Fallback
     from searcheval.metrics.columnar import _column, integer_ids
 
-    try:
-        query, doc = integer_ids(_column(qrels, names[0])), integer_ids(_column(qrels, names[1]))
-    except Fallback:
-        return None
-    if query is None or doc is None:
+    if integer_ids(_column(qrels, names[0])) is None or \
+            integer_ids(_column(qrels, names[1])) is None:
         return None
     from searcheval.metrics.kernel import prepare  # imports numba (only for tables)
 
-    return prepare(columns, query, doc)
+    return prepare(columns)
 
 
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,

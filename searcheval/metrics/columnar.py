@@ -234,8 +234,7 @@ def _as_arrow(values):
     integers; Fallback for anything else or a missing id."""
     import pyarrow as pa
 
-    if isinstance(values, np.ndarray) and values.dtype.kind in "iu" and not (
-            values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max):
+    if isinstance(values, np.ndarray) and values.dtype.kind in "iu" and _fits_int64(values):
         values = from_numpy(values.astype(np.int64, copy=False))
     elif not isinstance(values, (pa.Array, pa.ChunkedArray)):
         try:  # (uint64 past int64's range stays uint64: its decimal strings are the ids)
@@ -348,6 +347,12 @@ def _grouped(values):
     return _encoded(array)
 
 
+def _fits_int64(values: np.ndarray) -> bool:
+    """Integers that int64 holds (uint64 past its range would wrap negative)."""
+    return not (values.dtype == np.uint64 and values.size and
+                values.max() > np.iinfo(np.int64).max)
+
+
 def integer_ids(values) -> np.ndarray | None:
     """`values` (a numpy array, a pandas Series, a pyarrow array) as int64, if they are integers
     that fit; else None."""
@@ -363,9 +368,7 @@ def integer_ids(values) -> np.ndarray | None:
                 return None
             values = values.to_numpy()
     values = np.asarray(values)
-    if values.dtype.kind not in "iu" or values.ndim != 1:
-        return None
-    if values.dtype == np.uint64 and values.size and values.max() > np.iinfo(np.int64).max:
+    if values.dtype.kind not in "iu" or values.ndim != 1 or not _fits_int64(values):
         return None
     values = values.astype(np.int64, copy=False)
     if values.size and values.min() == np.iinfo(np.int64).min:  # its negation overflows

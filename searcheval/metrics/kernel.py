@@ -63,24 +63,18 @@ class IntegerQrels:
     doc: np.ndarray  # int64: judged document ids, rows of query c at columns.starts[c]:...
 
 
-def prepare(columns: QrelsColumns, query: np.ndarray, doc: np.ndarray) -> IntegerQrels:
-    """The compiled path's judgments from the integer arrays `columns` was made from (the same
-    rows, in its order: grouped by query in first-seen order, each query's rows stable)."""
-    order = np.argsort(_first_seen_codes(query), kind="stable")
-    query, doc = query[order], doc[order]
-    key_of_code = query[columns.starts[:-1]]
+def prepare(columns: QrelsColumns) -> IntegerQrels:
+    """The compiled path's judgments, derived from the columnar ones when their ids were integers
+    (their strings are the integers' decimal forms, so they read back exactly)."""
+    import pyarrow as pa
+
+    from searcheval.io.trec import cast, to_numpy
+
+    key_of_code = to_numpy(cast(pa.array(columns.qids, type=pa.string()), pa.int64()))
     by_key = np.argsort(key_of_code, kind="stable")
+    doc = to_numpy(cast(columns.docs, pa.int64()))[columns.d]
     return IntegerQrels(columns=columns, keys=key_of_code[by_key], key_code=by_key.astype(np.int64),
-                        doc=np.ascontiguousarray(doc))
-
-
-def _first_seen_codes(values: np.ndarray) -> np.ndarray:
-    """Each value's number in the order values are first seen (as the columnar judgments code
-    their queries)."""
-    uniques, first, inverse = np.unique(values, return_index=True, return_inverse=True)
-    rank = np.empty(uniques.size, dtype=np.int64)
-    rank[np.argsort(first, kind="stable")] = np.arange(uniques.size)
-    return rank[inverse]
+                        doc=np.ascontiguousarray(doc, dtype=np.int64))
 
 
 def evaluate(qrels: IntegerQrels, query: np.ndarray, doc: np.ndarray, score,

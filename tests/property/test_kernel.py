@@ -33,19 +33,23 @@ collections = st.tuples(
                     min_size=1, max_size=6))
 
 
-def arrays(data: dict, value: str, order: str, rng) -> dict:
-    """Parallel arrays, each query's rows together: best first ("sorted"), as given ("given")
-    or shuffled within the query ("shuffled")."""
-    q, d, v = [], [], []
+def rows(data: dict, order: str, rng) -> list[tuple]:
+    """(query, document, value) rows, each query's rows together: best first ("sorted", ties
+    by id as a string, descending), as given ("given") or shuffled within the query."""
+    out = []
     for query, docs in data.items():
         items = list(docs.items())
         if order == "sorted":
             items.sort(key=lambda kv: (kv[1], str(kv[0])), reverse=True)
         elif order == "shuffled":
             items = [items[i] for i in rng.permutation(len(items))]
-        q += [query] * len(items)
-        d += [doc for doc, _ in items]
-        v += [val for _, val in items]
+        out += [(query, doc, val) for doc, val in items]
+    return out
+
+
+def arrays(data: dict, value: str, order: str, rng) -> dict:
+    """`rows` as parallel int64 arrays (float64 scores)."""
+    q, d, v = zip(*rows(data, order, rng)) if data else ((), (), ())
     return {"query_id": np.array(q, dtype=np.int64), "doc_id": np.array(d, dtype=np.int64),
             value: np.array(v, dtype=np.float64 if value == "score" else np.int64)}
 
@@ -234,16 +238,8 @@ def test_string_and_categorical_ids_take_the_compiled_path_as_codes(coll, order,
     import searcheval
 
     qrels, run = coll
-    q_rows = [(q, d, g) for q, docs in qrels.items() for d, g in docs.items()]
-    rng = np.random.default_rng(seed)
-    r_rows = []
-    for q, docs in run.items():
-        items = list(docs.items())
-        if order == "sorted":
-            items.sort(key=lambda kv: (kv[1], kv[0]), reverse=True)
-        elif order == "shuffled":
-            items = [items[i] for i in rng.permutation(len(items))]
-        r_rows += [(q, d, v) for d, v in items]
+    q_rows = rows(qrels, "given", None)
+    r_rows = rows(run, order, np.random.default_rng(seed))
     run_frame = pd.DataFrame(r_rows, columns=["query_id", "doc_id", "score"])
     qrels_frame = pd.DataFrame(q_rows, columns=["query_id", "doc_id", "grade"])
     if shape == "categorical":
