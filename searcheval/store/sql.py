@@ -316,11 +316,12 @@ CREATE TEMP TABLE search_traces_staging (LIKE search_traces INCLUDING DEFAULTS) 
 
 #: Column order of COPY_TRACES_STAGING and its binary types.
 TRACE_COPY_TYPES = ("text", "timestamptz", "text", "text", "text", "text", "text[]", "text[]",
-                    "jsonb")
+                    "jsonb", "text[]", "jsonb", "jsonb", "text", "text", "text")
 
 COPY_TRACES_STAGING = """
 COPY search_traces_staging (trace_id, ts, query, query_id, segment, configuration, retrieved_ids,
-                            relevant_ids, relevance_scores) FROM STDIN (FORMAT BINARY)
+                            relevant_ids, relevance_scores, shown_ids, clicks, feedback,
+                            session_id, user_id, configuration_version) FROM STDIN (FORMAT BINARY)
 """
 
 ANALYZE_TRACES_STAGING = "ANALYZE search_traces_staging"
@@ -333,9 +334,10 @@ SELECT count(*) FROM search_traces_staging s JOIN search_traces t USING (trace_i
 #: ingested_at too). jsonb compares as a value, so key order does not make a change.
 UPSERT_TRACES_FROM_STAGING = """
 INSERT INTO search_traces AS t (trace_id, ts, query, query_id, segment, configuration,
-                                retrieved_ids, relevant_ids, relevance_scores)
+                                retrieved_ids, relevant_ids, relevance_scores, shown_ids, clicks,
+                                feedback, session_id, user_id, configuration_version)
 SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
-       relevance_scores
+       relevance_scores, shown_ids, clicks, feedback, session_id, user_id, configuration_version
 FROM search_traces_staging
 ON CONFLICT (trace_id) DO UPDATE SET
     ts = EXCLUDED.ts,
@@ -346,12 +348,21 @@ ON CONFLICT (trace_id) DO UPDATE SET
     retrieved_ids = EXCLUDED.retrieved_ids,
     relevant_ids = EXCLUDED.relevant_ids,
     relevance_scores = EXCLUDED.relevance_scores,
+    shown_ids = EXCLUDED.shown_ids,
+    clicks = EXCLUDED.clicks,
+    feedback = EXCLUDED.feedback,
+    session_id = EXCLUDED.session_id,
+    user_id = EXCLUDED.user_id,
+    configuration_version = EXCLUDED.configuration_version,
     ingested_at = now()
 WHERE (t.ts, t.query, t.query_id, t.segment, t.configuration, t.retrieved_ids, t.relevant_ids,
-       t.relevance_scores)
+       t.relevance_scores, t.shown_ids, t.clicks, t.feedback, t.session_id, t.user_id,
+       t.configuration_version)
       IS DISTINCT FROM
       (EXCLUDED.ts, EXCLUDED.query, EXCLUDED.query_id, EXCLUDED.segment, EXCLUDED.configuration,
-       EXCLUDED.retrieved_ids, EXCLUDED.relevant_ids, EXCLUDED.relevance_scores)
+       EXCLUDED.retrieved_ids, EXCLUDED.relevant_ids, EXCLUDED.relevance_scores,
+       EXCLUDED.shown_ids, EXCLUDED.clicks, EXCLUDED.feedback, EXCLUDED.session_id,
+       EXCLUDED.user_id, EXCLUDED.configuration_version)
 """
 
 COUNT_TRACES = "SELECT count(*) FROM search_traces"
@@ -361,7 +372,7 @@ COUNT_TRACES = "SELECT count(*) FROM search_traces"
 #: server-side cursor (the parameters are bound per execution, so the planner sees the NULLs).
 SELECT_TRACES = """
 SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
-       relevance_scores
+       relevance_scores, shown_ids, clicks, feedback, session_id, user_id, configuration_version
 FROM search_traces
 WHERE (%(since)s::timestamptz IS NULL OR ts >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR ts < %(until)s::timestamptz)
