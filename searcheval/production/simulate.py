@@ -1,0 +1,53 @@
+"""Simulated search traffic with a known relevance and a known position bias (tests, benchmark).
+
+Query q (of `queries`) has `shown` documents `d<q>-<j>`, j = 0..shown-1, whose true
+attractiveness is `alpha[j]` (default: evenly from 0.3 to 0.6, j = 0 the least relevant). The
+served ranking shows them in the order j = 0, 1, ... (the *least* relevant first) for a share
+`production_share` of the traces, and in a uniformly random order otherwise. A result at rank r
+(1-based) is examined with probability `theta[r-1]` (default 1/r) and, examined, clicked with
+probability alpha: P(click) = theta_r * alpha_j, independently per result (the PBM's own story).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Iterator
+
+import numpy as np
+
+START = datetime(2026, 3, 1, tzinfo=timezone.utc)
+
+
+def default_theta(shown: int) -> np.ndarray:
+    return 1.0 / np.arange(1, shown + 1)
+
+
+def default_alpha(shown: int) -> np.ndarray:
+    return 0.3 + 0.3 * np.arange(shown) / max(shown - 1, 1)
+
+
+def simulate(n_traces: int, *, queries: int = 50, shown: int = 10,
+             theta: np.ndarray | None = None, alpha: np.ndarray | None = None,
+             production_share: float = 0.8, seed: int = 0, start: datetime = START,
+             step_s: float = 1.0, segments: int = 3, chunk: int = 50_000) -> Iterator[dict]:
+    """`n_traces` trace records (dicts in the JSONL shape), one every `step_s` seconds."""
+    rng = np.random.default_rng(seed)
+    theta = default_theta(shown) if theta is None else np.asarray(theta, dtype=float)
+    alpha = default_alpha(shown) if alpha is None else np.asarray(alpha, dtype=float)
+    ids = [[f"d{q}-{j}" for j in range(shown)] for q in range(queries)]
+    for first in range(0, n_traces, chunk):
+        m = min(chunk, n_traces - first)
+        q = rng.integers(0, queries, size=m)
+        order = np.tile(np.arange(shown), (m, 1))
+        shuffle = rng.random(m) >= production_share
+        order[shuffle] = rng.permuted(order[shuffle], axis=1)
+        clicks = rng.random((m, shown)) < theta[None, :] * alpha[order]
+        for i in range(m):
+            k = first + i
+            qi = int(q[i])
+            docs = ids[qi]
+            yield {"trace_id": f"t{k}",
+                   "ts": (start + timedelta(seconds=k * step_s)).isoformat().replace("+00:00", "Z"),
+                   "query": f"query {qi}", "segment": f"s{qi % segments}",
+                   "retrieved_ids": [docs[j] for j in order[i].tolist()],
+                   "clicks": [{"position": r + 1} for r in np.flatnonzero(clicks[i]).tolist()]}
