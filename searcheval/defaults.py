@@ -63,7 +63,7 @@ WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the se
 
 # -- judging
 JUDGMENT_RULE = "median"  # effective grade: each judge's latest, then median | majority | judge:NAME
-JUDGMENT_SOURCES = ("human", "import", "model")
+JUDGMENT_SOURCES = ("human", "import", "model", "implicit")
 POOL_DEPTH = 10  # a pool is the unjudged part of each configuration's top k
 POOL_OVERLAP = 0.0  # share of a pool assigned to two judges (agreement needs some)
 AGREEMENT_FLOOR = 0.667  # Krippendorff's alpha (ordinal) below which a run is alerted

@@ -459,6 +459,26 @@ ON CONFLICT DO NOTHING
 RETURNING id
 """
 
+#: One implicit judgment (migration 009_production): a click model's grade with its provenance
+#: (model, parameters, window, impressions). Re-deriving the same grade of the same window adds
+#: nothing (the identity index).
+INSERT_IMPLICIT_JUDGMENT = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, note, origin,
+                       provenance)
+VALUES (%(catalog)s, %(query_id)s, %(doc_id)s, %(grade)s, %(judge)s, %(judged_at)s, 'implicit',
+        %(note)s, %(origin)s, %(provenance)s)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+#: The implicit rows of a catalog, with their provenance.
+SELECT_IMPLICIT_JUDGMENTS = """
+SELECT query_id, doc_id, grade, judge, judged_at, origin, provenance
+FROM judgments
+WHERE catalog = %(catalog)s AND source = 'implicit' AND retracted_at IS NULL
+ORDER BY query_id, doc_id, judge, judged_at, id
+"""
+
 #: (judgments lock class, hashtext(catalog)): two seedings of one catalog wait for each other.
 JUDGMENTS_LOCK_CLASS = 0x4A44
 
