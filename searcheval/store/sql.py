@@ -675,3 +675,38 @@ UPDATE document_versions
        text = %(text)s
  WHERE catalog = %(catalog)s AND doc_id = %(doc_id)s AND version = %(version)s
 """
+
+# =========================================================================== live monitor (issue 25)
+# The live monitor's windows (migrations/009_production.sql). One monitor run at a time per
+# monitor name: a session advisory lock (live lock class, hashtext(monitor)).
+
+LIVE_LOCK_CLASS = 0x4C56
+
+LIVE_LOCK = "SELECT pg_advisory_lock(%(lock_class)s, hashtext(%(monitor)s))"
+
+LIVE_UNLOCK = "SELECT pg_advisory_unlock(%(lock_class)s, hashtext(%(monitor)s))"
+
+SELECT_LAST_LIVE_WINDOW = """
+SELECT monitor, window_start, window_end, traces, labelled, metrics, detector, alerted
+FROM live_windows
+WHERE monitor = %(monitor)s
+ORDER BY window_start DESC
+LIMIT 1
+"""
+
+#: A window is scored once: a second insert of the same (monitor, window_start) adds nothing.
+INSERT_LIVE_WINDOW = """
+INSERT INTO live_windows (monitor, window_start, window_end, traces, labelled, metrics, detector,
+                          alerted)
+VALUES (%(monitor)s, %(window_start)s, %(window_end)s, %(traces)s, %(labelled)s, %(metrics)s,
+        %(detector)s, %(alerted)s)
+ON CONFLICT (monitor, window_start) DO NOTHING
+"""
+
+#: The last n windows of a monitor, oldest first.
+SELECT_LIVE_SERIES = """
+SELECT monitor, window_start, window_end, traces, labelled, metrics, detector, alerted
+FROM (SELECT * FROM live_windows WHERE monitor = %(monitor)s
+      ORDER BY window_start DESC LIMIT %(n)s) recent
+ORDER BY window_start
+"""
