@@ -210,7 +210,7 @@ def cmd_benchmark_traces(args: argparse.Namespace) -> int:
     from searcheval.bench.traces import benchmark_traces
 
     figures = benchmark_traces(traces=args.traces, window=args.window, seed=args.seed,
-                               workdir=args.workdir)
+                               workdir=args.workdir, database_url=args.database_url)
     return EXIT_OK if figures["goals_met"] else EXIT_TRIPPED
 
 
@@ -222,4 +222,5 @@ def add_benchmark_traces(bsub) -> None:
                    help="traces of the timed live-monitor window (default 10000)")
     b.add_argument("--seed", type=int, default=0, help="seed of the simulation")
     b.add_argument("--workdir", type=Path, help="where the JSONL is written (default a temp dir)")
+    add_database_url(b, "server to create the live window's throwaway database on")
     b.set_defaults(handler=cmd_benchmark_traces)

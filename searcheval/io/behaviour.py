@@ -275,12 +275,11 @@ class BehaviourBuilder:
         self._sessions, self._users, self._versions = _Interner(), _Interner(), _Interner()
         self.any = False
 
-    def add(self, trace) -> None:
+    def add(self, trace, retrieved_codes: list[int]) -> None:
         shown = trace.shown_ids
         self._has_shown.append(shown is not None)
-        shown = trace.retrieved_ids if shown is None else shown
-        self._shown.extend(self._codes(shown))
-        self._s_count.append(len(shown))
+        self._shown.extend(retrieved_codes if shown is None else self._codes(shown))
+        self._s_count.append(len(retrieved_codes) if shown is None else len(shown))
         clicks = trace.clicks
         self._has_clicks.append(clicks is not None)
         if clicks:

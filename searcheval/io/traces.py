@@ -392,7 +392,8 @@ class TraceBuilder:
         self._configuration.append(-1 if trace.configuration is None
                                    else self._configurations.code(trace.configuration))
         codes = self._docs.codes
-        self._retrieved.extend(codes(trace.retrieved_ids))
+        retrieved = codes(trace.retrieved_ids)
+        self._retrieved.extend(retrieved)
         self._r_count.append(len(trace.retrieved_ids))
         if trace.relevance_scores:
             self._label_docs.extend(codes(trace.relevance_scores))
@@ -407,7 +408,7 @@ class TraceBuilder:
         else:
             self._l_count.append(0)
             self._label_source.append(NO_LABELS)
-        self._behaviour.add(trace)
+        self._behaviour.add(trace, retrieved)
 
     def build(self) -> TraceTable:
         def arr(a: array, dtype) -> np.ndarray:
