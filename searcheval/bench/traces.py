@@ -76,26 +76,31 @@ def benchmark_traces(traces: int = 1_000_000, window: int = 10_000, seed: int = 
         say(f"simulated {traces:,} traces (10 shown each, {n_clicks:,} clicks): "
             f"{path.stat().st_size / 1e6:,.0f} MB of JSONL in {time.perf_counter() - t:.1f} s "
             "(not timed)")
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         table = read_traces(path)
-        t1 = time.perf_counter()
+        c1, t1 = time.process_time(), time.perf_counter()
         sample = sample_queries(table, n=100, method="pps", seed=seed)
-        t2 = time.perf_counter()
+        c2, t2 = time.process_time(), time.perf_counter()
         imp = clicks.impressions(table)
+        c3, t_imp = time.process_time(), time.perf_counter()
         model = clicks.fit_pbm(imp)
-        t3 = time.perf_counter()
+        c4, t3 = time.process_time(), time.perf_counter()
         peak = peak_memory_bytes()
         figures.update(ingest_s=t1 - t0, sample_s=t2 - t1, pbm_s=t3 - t2, total_s=t3 - t0,
+                       cpu_s=c4 - c0,
                        peak_bytes=peak, traces=len(table), sampled=len(sample.queries),
                        pairs=imp.pairs, em_iterations=model.iterations,
                        curve=[round(float(v), 3) for v in model.per_rank])
-        say(f"ingest   {t1 - t0:7.2f} s  ({len(table) / (t1 - t0):,.0f} traces/s, every line "
-            "validated)")
-        say(f"sample   {t2 - t1:7.2f} s  (pps, n = 100 of {sample.provenance['counts']['candidates']:,}"
-            " queries)")
-        say(f"PBM      {t3 - t2:7.2f} s  ({imp.pairs:,} pairs, {len(imp.n):,} cells, EM "
-            f"{model.iterations} iterations, converged {model.converged})")
-        say(f"total    {t3 - t0:7.2f} s  (goal < {GOAL_S:.0f} s); peak memory "
+        say("step         wall s    CPU s")
+        say(f"ingest     {t1 - t0:8.2f} {c1 - c0:8.2f}  ({len(table) / (t1 - t0):,.0f} traces/s "
+            "wall, every line validated)")
+        say(f"sample     {t2 - t1:8.2f} {c2 - c1:8.2f}  (pps, n = 100 of "
+            f"{sample.provenance['counts']['candidates']:,} queries)")
+        say(f"impressions{t_imp - t2:8.2f} {c3 - c2:8.2f}  ({len(imp.n):,} (pair, rank) cells of "
+            f"{imp.pairs:,} pairs)")
+        say(f"PBM (EM)   {t3 - t_imp:8.2f} {c4 - c3:8.2f}  ({model.iterations} EM steps, "
+            f"converged {model.converged})")
+        say(f"total      {t3 - t0:8.2f} {c4 - c0:8.2f}  (goal < {GOAL_S:.0f} s wall); peak memory "
             f"{peak / 2 ** 20:,.0f} MiB (goal < {GOAL_BYTES / 2 ** 30:.0f} GiB)")
         say("examination by rank (simulated 1/r): " + ", ".join(
             f"{v:.3f}" for v in model.per_rank))

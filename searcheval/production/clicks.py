@@ -111,14 +111,14 @@ def impressions(table: TraceTable, *, max_rank: int = DEFAULT_MAX_RANK) -> Impre
     row, rank, clicked = row[keep], rank[keep], clicked[keep]
     qcode, qnames = query_keys(table)
     ndocs = max(len(table.docs), 1)
-    pair_key = qcode[row] * ndocs + b.shown[keep].astype(np.int64)
-    uniq, pair = np.unique(pair_key, return_inverse=True)
-    pair = pair.ravel()
-    cell_key = pair * max_rank + rank
+    # one sort of every impression: by (query, document, rank); the pairs come from the cells
+    cell_key = (qcode[row] * ndocs + b.shown[keep].astype(np.int64)) * max_rank + rank
+    del row
     cells, cell = np.unique(cell_key, return_inverse=True)
     cell = cell.ravel()
     n = np.bincount(cell, minlength=len(cells)).astype(np.float64)
     c = np.bincount(cell, weights=clicked, minlength=len(cells))
+    uniq, cell_pair = np.unique(cells // max_rank, return_inverse=True)
     ts = table.ts[b.has_clicks] if len(table) else np.zeros(0)
     window = {}
     if len(ts):
@@ -126,7 +126,7 @@ def impressions(table: TraceTable, *, max_rank: int = DEFAULT_MAX_RANK) -> Impre
 
         window = {"first": datetime.fromtimestamp(float(ts.min()), timezone.utc).isoformat(),
                   "last": datetime.fromtimestamp(float(ts.max()), timezone.utc).isoformat()}
-    return Impressions(cell_pair=cells // max_rank, cell_rank=cells % max_rank, n=n, c=c,
+    return Impressions(cell_pair=cell_pair.ravel(), cell_rank=cells % max_rank, n=n, c=c,
                        pair_query=uniq // ndocs, pair_doc=uniq % ndocs, queries=qnames,
                        docs=table.docs, max_rank=max_rank,
                        traces=int(b.has_clicks.sum()), window=window)

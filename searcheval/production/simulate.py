@@ -51,3 +51,22 @@ def simulate(n_traces: int, *, queries: int = 50, shown: int = 10,
                    "query": f"query {qi}", "segment": f"s{qi % segments}",
                    "retrieved_ids": [docs[j] for j in order[i].tolist()],
                    "clicks": [{"position": r + 1} for r in np.flatnonzero(clicks[i]).tolist()]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m searcheval.production.simulate N [SEED]`: N simulated traces as JSONL on stdout
+    (to try the click models and the sampler)."""
+    import json
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    n = int(args[0]) if args else 1000
+    seed = int(args[1]) if len(args) > 1 else 0
+    out = sys.stdout
+    for record in simulate(n, queries=20, seed=seed):
+        out.write(json.dumps(record) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
