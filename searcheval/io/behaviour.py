@@ -54,10 +54,15 @@ class Feedback:
         return None
 
 
-def _error(field: str, message: str):
-    from searcheval.io.traces import TraceError  # the core module imports this one
+class _Errors:
+    """The error class bad fields raise: the core module's TraceError, set by it at import (this
+    module imports nothing of it, so the two never import each other)."""
 
-    return TraceError(field, message)
+    cls: type = ValueError
+
+
+def _error(field: str, message: str):
+    return _Errors.cls(field, message)
 
 
 def _short_text(obj: dict, key: str) -> str | None:
@@ -135,18 +140,16 @@ def _feedback(value: Any, scale: tuple[int, int]) -> tuple[Feedback, ...]:
     return tuple(out)
 
 
-def parse_behaviour(obj: dict, retrieved: tuple[str, ...], grade_scale: tuple[int, int]
-                    ) -> dict[str, Any]:
+def parse_behaviour(obj: dict, retrieved: tuple[str, ...], grade_scale: tuple[int, int],
+                    ids) -> dict[str, Any]:
     """The behaviour fields of one record, validated, as keyword arguments of `Trace` (only those
-    present). Raises TraceError naming the field."""
+    present); `ids` is the core module's id-list check. Raises TraceError naming the field."""
     if not any(k in obj for k in BEHAVIOUR_FIELDS):
         return {}
-    from searcheval.io.traces import _ids
-
     out: dict[str, Any] = {}
     shown = obj.get("shown_ids")
     if shown is not None:
-        out["shown_ids"] = shown = _ids(shown, "shown_ids")
+        out["shown_ids"] = shown = ids(shown, "shown_ids")
     else:
         shown = retrieved
     if obj.get("clicks") is not None:
@@ -182,10 +185,15 @@ def behaviour_dict(trace) -> dict[str, Any]:
 # --------------------------------------------------------------------------- columns
 
 
-def _take(values: np.ndarray, offsets: np.ndarray, rows: np.ndarray):
-    from searcheval.io.traces import take_ragged
-
-    return take_ragged(values, offsets, rows)
+def _ragged_index(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Flat positions of the given rows' elements, and the offsets of the result (as
+    traces.ragged_index)."""
+    rows = np.asarray(rows, dtype=np.int64)
+    starts = offsets[rows]
+    counts = offsets[rows + 1] - starts
+    out = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=out[1:])
+    return np.repeat(starts - out[:-1], counts) + np.arange(out[-1], dtype=np.int64), out
 
 
 @dataclass
@@ -219,13 +227,11 @@ class Behaviour:
     versions: list[str]
 
     def select(self, rows: np.ndarray) -> "Behaviour":
-        shown, s_off = _take(self.shown, self.shown_offsets, rows)
-        from searcheval.io.traces import ragged_index
-
-        c_idx, c_off = ragged_index(self.click_offsets, rows)
-        f_idx, f_off = ragged_index(self.fb_offsets, rows)
+        s_idx, s_off = _ragged_index(self.shown_offsets, rows)
+        c_idx, c_off = _ragged_index(self.click_offsets, rows)
+        f_idx, f_off = _ragged_index(self.fb_offsets, rows)
         return Behaviour(
-            shown=shown, shown_offsets=s_off, has_shown=self.has_shown[rows],
+            shown=self.shown[s_idx], shown_offsets=s_off, has_shown=self.has_shown[rows],
             click_pos=self.click_pos[c_idx], click_dwell=self.click_dwell[c_idx],
             click_offsets=c_off, has_clicks=self.has_clicks[rows], fb_doc=self.fb_doc[f_idx],
             fb_grade=self.fb_grade[f_idx], fb_thumbs=self.fb_thumbs[f_idx], fb_offsets=f_off,
@@ -262,9 +268,8 @@ class Behaviour:
 class BehaviourBuilder:
     """Appends the behaviour of each trace a TraceBuilder adds (sharing its document codes)."""
 
-    def __init__(self, doc_codes) -> None:
-        from searcheval.io.traces import _Interner
-
+    def __init__(self, doc_codes, interner) -> None:
+        _Interner = interner  # the core module's string interner class
         self._codes = doc_codes  # the TraceBuilder's document interner's `codes`
         self._shown, self._s_count, self._has_shown = array("i"), array("q"), array("b")
         self._click_pos, self._click_dwell = array("i"), array("f")

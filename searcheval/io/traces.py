@@ -41,6 +41,7 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from searcheval.errors import InputError
+from searcheval.io import behaviour as _behaviour
 from searcheval.io.behaviour import (Behaviour, BehaviourBuilder, Click, Feedback,
                                      behaviour_dict, parse_behaviour)
 
@@ -91,6 +92,9 @@ class TraceError(ValueError):
 
     def __str__(self) -> str:
         return f"field '{self.field}': {self.message}" if self.field else self.message
+
+
+_behaviour._Errors.cls = TraceError  # the behaviour fields' bad values are bad trace fields
 
 
 @dataclass(frozen=True)
@@ -151,7 +155,7 @@ def parse_trace(obj: Any, *, grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE)
     return Trace(trace_id=trace_id, ts=ts, query=query, segment=segment,
                  retrieved_ids=retrieved, query_id=query_id, configuration=configuration,
                  relevant_ids=relevant, relevance_scores=scores,
-                 **parse_behaviour(obj, retrieved, grade_scale))
+                 **parse_behaviour(obj, retrieved, grade_scale, _ids))
 
 
 def _text(obj: dict, key: str, *, required: bool = True) -> str | None:
@@ -375,7 +379,7 @@ class TraceBuilder:
         self._configurations = _Interner()
         self._docs = _Interner()
         self.bad = BadLines()
-        self._behaviour = BehaviourBuilder(self._docs.codes)
+        self._behaviour = BehaviourBuilder(self._docs.codes, _Interner)
 
     def first_line_of(self, trace_id: str) -> int | None:
         return self._seen.get(trace_id)
