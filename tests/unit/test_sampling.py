@@ -88,3 +88,24 @@ def test_the_cli_writes_a_golden_file_the_loader_reads(tmp_path, capsys):
     assert main(["queries", "sample", "--traces", str(path), "--n", "3", "--exclude",
                  "([bad"]) == 2
     assert "--exclude" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_a_nightly_folder_with_a_sampled_file_records_the_sample_in_its_notes(tmp_path):
+    import shutil
+
+    from searcheval.io.fixtures import load_fixtures
+
+    root = Path(__file__).resolve().parents[2] / "fixtures"
+    folder = tmp_path / "prod"
+    folder.mkdir()
+    shutil.copy(root / "catalog.json", folder / "catalog.json")
+    sample = sample_queries(traces(SPEC), n=2, method="top", seed=5)
+    (folder / "golden_queries.json").write_text(sample.to_json())
+    resource = json.loads((root / "catalog.json").read_text())[0]["id"]
+    rows = "".join(f"{q['id']},{resource},2,2026-03-01T00:00:00Z,ann\n" for q in sample.queries)
+    (folder / "judgments.csv").write_text("query_id,resource_id,grade,judged_at,judge\n" + rows)
+    collection = load_fixtures(folder)
+    assert [q.text for q in collection.queries] == ["ocr api", "weather"]
+    assert json.loads(collection.provenance["queries_sample"])["seed"] == 5
+    assert any(n.startswith("golden queries sampled from production traces (traces.jsonl): "
+                            "method top, seed 5") for n in collection.notes)
