@@ -117,3 +117,16 @@ def test_the_monitor_restarts_where_it_stopped(url):
         assert series[-1]["detector"]["state"]["target"] == pytest.approx(0.75)
         # storing a window again is refused quietly
         assert not lstore.save_window(conn, later[0].to_row("m"))
+
+
+def test_sampling_and_implicit_read_the_trace_table(url, capsys):
+    with database.connect(url) as conn:
+        save_traces(conn, [parse_trace(r) for r in simulate(3000, queries=5, seed=4)])
+    assert main(["queries", "sample", "--from-db", "--database-url", url, "--n", "2",
+                 "--method", "top", "--until", "2026-03-01T00:30:00Z"]) == 0
+    sample = json.loads(capsys.readouterr().out)
+    # the first 1800 traces (one a second) are in the window
+    assert sample["sample"]["counts"]["traces"] == 1800 and len(sample["queries"]) == 2
+    assert main(["judgments", "implicit", "--from-db", "--database-url", url,
+                 "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["pairs"] == 50
