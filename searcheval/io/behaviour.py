@@ -272,7 +272,7 @@ class BehaviourBuilder:
         _Interner = interner  # the core module's string interner class
         self._codes = doc_codes  # the TraceBuilder's document interner's `codes`
         self._shown, self._s_count, self._has_shown = array("i"), array("q"), array("b")
-        self._click_pos, self._click_dwell = array("i"), array("f")
+        self._click_pos, self._click_dwell = array("i"), array("d")
         self._c_count, self._has_clicks = array("q"), array("b")
         self._fb_doc, self._fb_grade, self._fb_thumbs = array("i"), array("h"), array("b")
         self._f_count = array("q")
@@ -321,7 +321,7 @@ class BehaviourBuilder:
             shown=arr(self._shown, np.int32), shown_offsets=offsets(self._s_count),
             has_shown=arr(self._has_shown, np.int8).astype(bool),
             click_pos=arr(self._click_pos, np.int32), click_dwell=arr(self._click_dwell,
-                                                                        np.float32),
+                                                                        np.float64),
             click_offsets=offsets(self._c_count),
             has_clicks=arr(self._has_clicks, np.int8).astype(bool),
             fb_doc=arr(self._fb_doc, np.int32), fb_grade=arr(self._fb_grade, np.int16),

@@ -10,7 +10,7 @@ from searcheval.io.ubi import read_ubi
 
 BASE = {"trace_id": "t1", "ts": "2026-03-01T10:00:00Z", "query": "ocr api", "segment": "web",
         "retrieved_ids": ["a", "b", "c"]}
-FULL = {**BASE, "shown_ids": ["a", "b"], "clicks": [{"position": 2, "dwell_s": 31.5},
+FULL = {**BASE, "shown_ids": ["a", "b"], "clicks": [{"position": 2, "dwell_s": 31.3},
                                                     {"doc_id": "a"}],
         "feedback": [{"doc_id": "b", "grade": 3}, {"thumbs": "down"}],
         "session_id": "s-1", "user_id": "u-7f3a", "configuration_version": "fused@v12"}
@@ -25,7 +25,7 @@ def write(tmp_path, records):
 def test_every_field_round_trips_through_the_columns(tmp_path):
     table = read_traces(write(tmp_path, [FULL, {**BASE, "trace_id": "t2"}]))
     first = as_dict(table.trace(0))
-    assert first["clicks"] == [{"position": 2, "doc_id": "b", "dwell_s": 31.5},
+    assert first["clicks"] == [{"position": 2, "doc_id": "b", "dwell_s": 31.3},
                                {"position": 1, "doc_id": "a"}]
     assert first["feedback"] == [{"doc_id": "b", "grade": 3}, {"thumbs": "down"}]
     assert (first["shown_ids"], first["session_id"], first["user_id"],
