@@ -21,26 +21,26 @@ from __future__ import annotations
 import math
 from array import array
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 BEHAVIOUR_FIELDS = ("shown_ids", "clicks", "feedback", "session_id", "user_id",
                     "configuration_version")
+_FIELD_SET = frozenset(BEHAVIOUR_FIELDS)
+_TEXT_FIELDS = frozenset(("session_id", "user_id", "configuration_version"))
 THUMBS = {"up": 1, "down": -1}
 _THUMB_NAMES = {1: "up", -1: "down"}
 MAX_ID_CHARS = 200  # session and user ids: pseudonyms, not documents
 
 
-@dataclass(frozen=True, slots=True)
-class Click:
+class Click(NamedTuple):
     position: int  # 1-based rank in the shown list
     doc_id: str
     dwell_s: float | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Feedback:
+class Feedback(NamedTuple):
     doc_id: str | None = None  # None: feedback on the whole result page
     grade: int | None = None
     thumbs: str | None = None  # "up" | "down"
@@ -85,7 +85,14 @@ def _clicks(value: Any, shown: tuple[str, ...]) -> tuple[Click, ...]:
     if not isinstance(value, list):
         raise _error("clicks", f"expected a list of clicks, got {type(value).__name__}")
     out = []
+    n_shown = len(shown)
     for i, raw in enumerate(value):
+        # the common click, {"position": p} with p a shown position: no further checks
+        if type(raw) is dict and len(raw) == 1:
+            position = raw.get("position")
+            if type(position) is int and 0 < position <= n_shown:
+                out.append(Click(position, shown[position - 1]))
+                continue
         where = f"clicks[{i}]"
         if not isinstance(raw, dict):
             raise _error(where, f"expected an object {{position, doc_id, dwell_s}}, got "
@@ -144,7 +151,8 @@ def parse_behaviour(obj: dict, retrieved: tuple[str, ...], grade_scale: tuple[in
                     ids) -> dict[str, Any]:
     """The behaviour fields of one record, validated, as keyword arguments of `Trace` (only those
     present); `ids` is the core module's id-list check. Raises TraceError naming the field."""
-    if not any(k in obj for k in BEHAVIOUR_FIELDS):
+    present = _FIELD_SET.intersection(obj)
+    if not present:
         return {}
     out: dict[str, Any] = {}
     shown = obj.get("shown_ids")
@@ -152,11 +160,12 @@ def parse_behaviour(obj: dict, retrieved: tuple[str, ...], grade_scale: tuple[in
         out["shown_ids"] = shown = ids(shown, "shown_ids")
     else:
         shown = retrieved
-    if obj.get("clicks") is not None:
-        out["clicks"] = _clicks(obj["clicks"], shown)
+    clicks = obj.get("clicks")
+    if clicks is not None:
+        out["clicks"] = _clicks(clicks, shown)
     if obj.get("feedback") is not None:
         out["feedback"] = _feedback(obj["feedback"], grade_scale)
-    for key in ("session_id", "user_id", "configuration_version"):
+    for key in _TEXT_FIELDS.intersection(present):
         value = _short_text(obj, key)
         if value is not None:
             out[key] = value
