@@ -224,3 +224,87 @@ def add_benchmark_traces(bsub) -> None:
     b.add_argument("--workdir", type=Path, help="where the JSONL is written (default a temp dir)")
     add_database_url(b, "server to create the live window's throwaway database on")
     b.set_defaults(handler=cmd_benchmark_traces)
+
+
+# --------------------------------------------------------------------------- live
+
+
+def cmd_live_run(args: argparse.Namespace) -> int:
+    """One pass of the live monitor without Prefect: the due windows scored and stored; exit 1
+    when the change detector fired in one of them."""
+    from searcheval.io.traces import parse_time_bound
+    from searcheval.production.monitor import (MonitorSettings, counted_judgments, live_alert,
+                                               run_monitor)
+    from searcheval.store.database import open_database
+
+    settings = MonitorSettings(
+        name=args.monitor, interval_minutes=args.interval_minutes,
+        metrics=tuple(m.strip() for m in args.metrics.split(",") if m.strip()),
+        relevance_level=args.relevance_level, cusum_k=args.cusum_k, cusum_h=args.cusum_h,
+        warmup=args.warmup, target=args.target, min_labelled=args.min_labelled,
+        start=parse_time_bound(args.start, "start"))
+    from searcheval.metrics.engine import parse_metrics
+
+    parse_metrics(list(settings.metrics))  # a bad metric name is refused before any work
+    now = parse_time_bound(args.now, "now")
+    with open_database(args.database_url) as conn:
+        judgments = counted_judgments(conn, args.judgment_set, grade_scale=(0, args.max_grade)) \
+            if args.judgment_set else None
+        windows = run_monitor(conn, settings, now=now, judgments=judgments,
+                              grade_scale=(0, args.max_grade))
+    if args.format == "json":
+        print_json([{"window_start": w.start.isoformat(), "window_end": w.end.isoformat(),
+                     "traces": w.traces, "labelled": w.labelled, "metrics": w.metrics,
+                     "cusum_s": w.detector["state"]["s"], "alerted": w.alerted}
+                    for w in windows])
+    else:
+        if not windows:
+            print("no complete window since the last run")
+        for w in windows:
+            values = ", ".join(f"{m} {'-' if v is None else f'{v:.4f}'}"
+                               for m, v in w.metrics.items())
+            print(f"{w.start.isoformat()}  {w.traces:>6} traces  {w.labelled:>6} labelled  "
+                  f"{values}{'  ALERT' if w.alerted else ''}")
+    alert = live_alert(windows, settings)
+    if alert is not None:
+        print(alert.body(), file=sys.stderr)
+        return EXIT_TRIPPED
+    return EXIT_OK
+
+
+def add_live(sub) -> None:
+    p = sub.add_parser("live", help="the live monitor over search_traces (flow searcheval-live)")
+    group = p.add_subparsers(dest="live_command", required=True, parser_class=Parser)
+    r = group.add_parser("run", help="score the complete windows since the last run, once "
+                                     "(exit 1 when the change detector fires)")
+    r.add_argument("--monitor", default=defaults.LIVE_MONITOR,
+                   help=f"the monitor's name in the history (default {defaults.LIVE_MONITOR})")
+    r.add_argument("--interval-minutes", type=int, default=defaults.LIVE_INTERVAL_MINUTES,
+                   help=f"window length (default {defaults.LIVE_INTERVAL_MINUTES})")
+    r.add_argument("--metrics", default=",".join(defaults.LIVE_METRICS),
+                   help="comma-separated metrics; the first is watched (default "
+                        f"{','.join(defaults.LIVE_METRICS)})")
+    r.add_argument("--relevance-level", type=int, default=defaults.RELEVANCE_LEVEL,
+                   help="lowest grade that counts as relevant (default "
+                        f"{defaults.RELEVANCE_LEVEL})")
+    r.add_argument("--cusum-k", type=float, default=defaults.LIVE_CUSUM_K,
+                   help=f"CUSUM slack (default {defaults.LIVE_CUSUM_K})")
+    r.add_argument("--cusum-h", type=float, default=defaults.LIVE_CUSUM_H,
+                   help=f"CUSUM threshold (default {defaults.LIVE_CUSUM_H})")
+    r.add_argument("--warmup", type=int, default=defaults.LIVE_WARMUP,
+                   help=f"windows whose mean is the target (default {defaults.LIVE_WARMUP})")
+    r.add_argument("--target", type=float, help="a fixed target instead of the warm-up mean")
+    r.add_argument("--min-labelled", type=int, default=defaults.LIVE_MIN_LABELLED,
+                   help="windows with fewer labelled traces do not move the detector (default "
+                        f"{defaults.LIVE_MIN_LABELLED})")
+    r.add_argument("--start", help="first window's start when the monitor has no history")
+    r.add_argument("--now", help="score as if it were this time (a backfill of a past period; "
+                                 "default: now)")
+    r.add_argument("--judgment-set", help="label traces without labels of their own from this "
+                                          "judgment set")
+    r.add_argument("--max-grade", type=int, default=defaults.MAX_GRADE,
+                   help=f"the grade scale is 0..max-grade (default {defaults.MAX_GRADE})")
+    r.add_argument("--format", choices=["table", "json"], default="table",
+                   help="one line per window (default) or JSON")
+    add_database_url(r)
+    r.set_defaults(handler=cmd_live_run)

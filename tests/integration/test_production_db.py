@@ -130,3 +130,24 @@ def test_sampling_and_implicit_read_the_trace_table(url, capsys):
     assert main(["judgments", "implicit", "--from-db", "--database-url", url,
                  "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["pairs"] == 50
+
+
+def test_live_run_exits_1_when_the_detector_fires_and_2_on_a_bad_metric(url, capsys):
+    # 8 windows of 15 minutes with 10 labelled traces each: MRR 1 for 4 (the target), then 1/2:
+    # S = 0.48, 0.96 > h = 0.9 -> fires in the 6th window (index 5), restarts at 0, and fires
+    # again two windows later (index 7)
+    records = [trace(100 * w + i, T0 + timedelta(minutes=15 * w, seconds=10 * i), w < 4)
+               for w in range(8) for i in range(10)]
+    with database.connect(url) as conn:
+        save_traces(conn, [parse_trace(r) for r in records])
+    base = ["live", "run", "--database-url", url, "--monitor", "cli", "--cusum-h", "0.9",
+            "--start", T0.isoformat()]
+    assert main(base + ["--metrics", "mrr,nonsense@x", "--now", "2026-03-01T11:00:00Z"]) == 2
+    assert "metric" in capsys.readouterr().err
+    assert main(base + ["--now", "2026-03-01T11:00:00Z", "--format", "json"]) == 1
+    out = capsys.readouterr()
+    windows = json.loads(out.out)
+    assert [w["alerted"] for w in windows] == [False] * 5 + [True, False, True]
+    assert "sustained drop of mrr" in out.err
+    assert main(base + ["--now", "2026-03-01T11:10:00Z"]) == 0  # nothing new: no alert again
+    assert capsys.readouterr().out == "no complete window since the last run\n"

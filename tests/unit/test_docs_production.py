@@ -1,5 +1,5 @@
-"""docs/production.md: every `$` line of its `console` blocks runs, in order, in a fresh folder,
-and exits 0; what the page states about the defaults is what the code does."""
+"""docs/production.md: every `$` line of its `console` blocks runs, in order, in a fresh folder
+(and a fresh database), and exits 0; what the page states about the defaults is what the code does."""
 
 from __future__ import annotations
 
@@ -22,11 +22,11 @@ def console_lines() -> list[str]:
     return [line[2:] for block in blocks for line in block.splitlines() if line.startswith("$ ")]
 
 
-def test_every_console_example_runs(tmp_path):
-    env = {**os.environ, "PYTHONPATH": str(ROOT),
+def test_every_console_example_runs(tmp_path, new_database):
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "SEARCHEVAL_DATABASE_URL": new_database("docs"),
            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     lines = console_lines()
-    assert len(lines) == 5
+    assert len(lines) == 7
     outputs = []
     for line in lines:
         cmd = line.replace("python -m", f"{sys.executable} -m", 1)
@@ -43,6 +43,11 @@ def test_every_console_example_runs(tmp_path):
     rows = [json.loads(x) for x in (tmp_path / "implicit.jsonl").read_text().splitlines()]
     assert rows and all(r["source"] == "implicit" and r["judge"] == "implicit:coec"
                         for r in rows)
+    live = outputs[6].splitlines()
+    # 24 windows of 15 minutes from midnight to 06:00; the traces (one a second) end at 05:33:19
+    assert len(live) == 24 and live[0].startswith("2026-03-01T00:00:00+00:00     900 traces")
+    assert live[-1] == "2026-03-01T05:45:00+00:00       0 traces       0 labelled  mrr -, " \
+                       "precision@5 -"
 
 
 def test_the_page_states_the_defaults():
