@@ -151,3 +151,24 @@ def test_live_run_exits_1_when_the_detector_fires_and_2_on_a_bad_metric(url, cap
     assert "sustained drop of mrr" in out.err
     assert main(base + ["--now", "2026-03-01T11:10:00Z"]) == 0  # nothing new: no alert again
     assert capsys.readouterr().out == "no complete window since the last run\n"
+
+
+def test_ubi_queries_and_events_load_into_the_trace_table(url, tmp_path, capsys):
+    queries = tmp_path / "ubi_queries.jsonl"
+    events = tmp_path / "ubi_events.jsonl"
+    queries.write_text(json.dumps({"query_id": "Q1", "timestamp": "2026-03-01T10:00:00Z",
+                                   "user_query": "ocr", "client_id": "c-1",
+                                   "query_response_hit_ids": ["d1", "d2"]}) + "\n")
+    events.write_text(json.dumps({"action_name": "click", "query_id": "Q1",
+                                  "event_attributes": {"object": {"object_id": "d2"}}}) + "\n"
+                      + json.dumps({"action_name": "click", "query_id": "Q9",
+                                    "event_attributes": {"object": {"object_id": "x"}}}) + "\n")
+    assert main(["traces", "load", str(queries), "--ubi", "--ubi-events", str(events),
+                 "--database-url", url, "--format", "json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert (counts["inserted"], counts["ubi"]["clicks"], counts["ubi"]["orphaned_clicks"]) == \
+        (1, 2, 1)
+    with database.connect(url) as conn:
+        [t] = list(load_trace_table(conn))
+    assert (t.trace_id, t.user_id, [(c.position, c.doc_id) for c in t.clicks]) == \
+        ("Q1", "c-1", [(2, "d2")])
