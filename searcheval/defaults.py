@@ -63,7 +63,7 @@ WANDS_GRADE_MAP = (("Exact", 3), ("Partial", 1), ("Irrelevant", 0))  # as the se
 
 # -- judging
 JUDGMENT_RULE = "median"  # effective grade: each judge's latest, then median | majority | judge:NAME
-JUDGMENT_SOURCES = ("human", "import", "model")
+JUDGMENT_SOURCES = ("human", "import", "model", "implicit")
 POOL_DEPTH = 10  # a pool is the unjudged part of each configuration's top k
 POOL_OVERLAP = 0.0  # share of a pool assigned to two judges (agreement needs some)
 AGREEMENT_FLOOR = 0.667  # Krippendorff's alpha (ordinal) below which a run is alerted
@@ -75,3 +75,13 @@ DISAGREEMENTS = 10  # pairs with the largest disagreement listed in the report
 # `searcheval ui`: the local Prefect server and its UI (Prefect's own default port)
 UI_HOST = "127.0.0.1"
 UI_PORT = 4200
+
+# -- production data (issue 25): the live monitor, implicit judgments, sampled golden queries
+LIVE_MONITOR = "live"  # the monitor's name in live_windows (several monitors may coexist)
+LIVE_INTERVAL_MINUTES = 15  # window length; the deployment runs as often (deploy/prefect.yaml)
+LIVE_METRICS = ("mrr", "precision@5")  # the first one is watched by the change detector
+LIVE_CUSUM_K = 0.02  # CUSUM slack: a shortfall below target smaller than this is noise
+LIVE_CUSUM_H = 0.15  # CUSUM threshold: alert when the accumulated shortfall exceeds it
+LIVE_WARMUP = 4  # windows whose mean becomes the detector's target
+LIVE_MIN_LABELLED = 10  # windows with fewer labelled traces do not move the detector
+IMPLICIT_MIN_IMPRESSIONS = 10  # a (query, document) pair shown fewer times gets no implicit grade

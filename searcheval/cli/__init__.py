@@ -27,6 +27,7 @@ from searcheval.cli.common import (
 from searcheval.cli.diff import add_diff
 from searcheval.cli.history import add_history
 from searcheval.cli.judgments import add_judgments, add_rate
+from searcheval.cli.production import add_live, add_queries
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
 from searcheval.cli.score import add_score
@@ -37,7 +38,7 @@ from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
                             add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
-                            add_diff, add_ui]
+                            add_diff, add_ui, add_queries, add_live]
 
 
 def build_parser() -> Parser:

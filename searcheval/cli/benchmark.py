@@ -78,6 +78,9 @@ def add_benchmark(sub) -> None:
     add_benchmark_load(bsub)
     add_benchmark_backend(bsub)
     add_benchmark_score(bsub)
+    from searcheval.cli.production import add_benchmark_traces
+
+    add_benchmark_traces(bsub)
     add_benchmark_snapshots(bsub)
     add_benchmark_run(bsub)
 

@@ -234,6 +234,10 @@ def add_judgments(sub) -> None:
     _common(a)
     a.set_defaults(handler=cmd_agreement)
 
+    from searcheval.cli.production import add_implicit
+
+    add_implicit(group)  # `judgments implicit`: grades from clicks (issue 25)
+
 
 # --------------------------------------------------------------------------- rate
 

@@ -153,6 +153,10 @@ def add_traces(sub) -> None:
                            f"(default {defaults.MAX_BAD_SHARE})")
     load.add_argument("--format", choices=["table", "json"], default="table",
                       help="two lines of counts (default), or the counts as JSON")
+    load.add_argument("--ubi", action="store_true",
+                      help="FILE is OpenSearch UBI queries (ubi_queries as JSONL; docs/production.md)")
+    load.add_argument("--ubi-events", type=Path,
+                      help="with --ubi: the UBI events (ubi_events as JSONL) whose clicks to keep")
     load.set_defaults(handler=cmd_traces_load)
 
 
@@ -165,8 +169,14 @@ def cmd_traces_load(args: argparse.Namespace) -> int:
         raise InputError(f"expected a top grade >= 1, got {args.max_grade}", field="max_grade")
     try:
         with open_database(args.database_url) as conn:
-            counts = ingest_traces(conn, args.file, grade_scale=(0, args.max_grade),
-                                   max_bad_share=args.max_bad_share)
+            if args.ubi or args.ubi_events:
+                from searcheval.io.ubi import ingest_ubi
+
+                counts = ingest_ubi(conn, args.file, args.ubi_events,
+                                    grade_scale=(0, args.max_grade))
+            else:
+                counts = ingest_traces(conn, args.file, grade_scale=(0, args.max_grade),
+                                       max_bad_share=args.max_bad_share)
     except DatabaseError as exc:
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_FAILED

@@ -5,6 +5,7 @@ Every refusal is an `InputError` naming the file, line and field.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from searcheval.errors import InputError
@@ -15,6 +16,7 @@ from searcheval.io.files import (
     parse_time,
     control_problem,
     iter_delimited,
+    read_json,
     read_json_list,
     string_field,
 )
@@ -93,13 +95,14 @@ def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> 
     """`golden_queries.json`: a list of `{id, text, category, filters, intent, persona}`; `intent`
     and `persona` are optional notes (strings)."""
     path = Path(path)
-    data, text = read_json_list(path)
+    data, text = _golden_list(path)
     queries: list[Query] = []
     seen: set[str] = set()
     for i, obj in enumerate(data):
-        line = json_line_of(text, i)
+        line = json_line_of(text, i) if text is not None else None
         if not isinstance(obj, dict):
-            raise InputError("expected an object per query", file=path, line=line)
+            raise InputError("expected an object per query", file=path, line=line,
+                             field=None if text is not None else f"queries[{i}]")
         qid = string_field(obj, "id", file=path, line=line, identifier=True)
         if qid in seen:
             raise InputError(f"duplicate query id {qid!r}", file=path, line=line, field="id")
@@ -136,6 +139,36 @@ def load_queries(path: str | Path, categories: tuple[str, ...] = CATEGORIES) -> 
     if not queries:
         raise InputError("the file lists no query", file=path)
     return queries
+
+
+def _golden_list(path: Path) -> tuple[list, str | None]:
+    """The queries of a golden query file: a JSON list, or a sampled file `{"sample": provenance,
+    "queries": [...]}` (`searcheval queries sample`; its line numbers are not tracked: None)."""
+    data, text = read_json(path)
+    if isinstance(data, dict) and isinstance(data.get("queries"), list):
+        return data["queries"], None
+    if not isinstance(data, list):
+        raise InputError("expected a JSON list of objects at the top level (or an object with "
+                         "a `queries` list)", file=path)
+    return data, text
+
+
+def queries_sample(path: str | Path) -> dict | None:
+    """The sampling provenance of a golden query file written by `searcheval queries sample`."""
+    data, _ = read_json(Path(path))
+    sample = data.get("sample") if isinstance(data, dict) else None
+    return sample if isinstance(sample, dict) else None
+
+
+def describe_sample(sample: dict) -> str:
+    """One line for the run's notes: how the golden queries were sampled."""
+    counts = sample.get("counts") or {}
+    window = (sample.get("window") or {}).get("traces") or {}
+    return (f"golden queries sampled from production traces ({sample.get('source')}): method "
+            f"{sample.get('method')}, seed {sample.get('seed')}, stratified by "
+            f"{sample.get('stratify') or 'nothing'}, {counts.get('sampled')} of "
+            f"{counts.get('candidates')} candidate queries over {counts.get('traces')} traces "
+            f"from {window.get('first')} to {window.get('last')}")
 
 
 JUDGMENT_COLUMNS = ("query_id", "resource_id", "grade", "judged_at", "judge")
@@ -250,9 +283,14 @@ def load_fixtures(directory: str | Path, *, grade_scale: tuple[int, int] | None 
         notes.append("no catalog.json: the documents are the search engine's own; only "
                      "configurations that hold their documents (http, python, trec) can run")
     queries = load_queries(sources["queries"])
+    provenance = {"grade_scale": where}
+    sample = queries_sample(sources["queries"])
+    if sample is not None:  # the golden queries were sampled from traces (issue 25)
+        notes.append(describe_sample(sample))
+        provenance["queries_sample"] = json.dumps(sample, sort_keys=True)
     judgments = load_judgments(sources["judgments"], grade_scale=scale,
                                query_ids={q.id for q in queries})
     return Collection(name=directory.name, resources=resources, queries=queries,
                       judgments=judgments, grade_scale=scale, sources=sources, settings=settings,
-                      categories=CATEGORIES, provenance={"grade_scale": where}, notes=notes,
+                      categories=CATEGORIES, provenance=provenance, notes=notes,
                       has_catalog=bool(resources) or "catalog" in sources)

@@ -1,7 +1,9 @@
 """Recorded production traces: what the search service returned for one request, and its labels.
 
 A trace is `{trace_id, ts, query, query_id?, segment, configuration?, retrieved_ids: [ordered],
-relevant_ids?: [...], relevance_scores?: {doc_id: grade}}`; other fields are ignored. A JSONL file
+relevant_ids?: [...], relevance_scores?: {doc_id: grade}}`, and optionally what users did with
+the results (`shown_ids`, `clicks`, `feedback`, `session_id`, `user_id`, `configuration_version`:
+`searcheval.io.behaviour`, kept in `TraceTable.behaviour`); other fields are ignored. A JSONL file
 holds one trace per line.
 
 Every source of traces goes through the same two steps: `parse_trace` validates one record (a dict)
@@ -39,6 +41,9 @@ from typing import Any, Iterable, Iterator, Mapping
 import numpy as np
 
 from searcheval.errors import InputError
+from searcheval.io import behaviour as _behaviour
+from searcheval.io.behaviour import (Behaviour, BehaviourBuilder, Click, Feedback,
+                                     behaviour_dict, parse_behaviour)
 
 DEFAULT_GRADE_SCALE = (0, 3)
 DEFAULT_MAX_BAD_SHARE = 0.01
@@ -62,6 +67,13 @@ class Trace:
     configuration: str | None = None
     relevant_ids: tuple[str, ...] | None = None
     relevance_scores: Mapping[str, int] | None = None
+    # what users did (searcheval.io.behaviour): every field optional
+    shown_ids: tuple[str, ...] | None = None
+    clicks: tuple[Click, ...] | None = None
+    feedback: tuple[Feedback, ...] | None = None
+    session_id: str | None = None
+    user_id: str | None = None
+    configuration_version: str | None = None
 
     def labels(self) -> dict[str, int]:
         """The trace's own labels: relevance_scores when non-empty, else relevant_ids at grade 1."""
@@ -80,6 +92,9 @@ class TraceError(ValueError):
 
     def __str__(self) -> str:
         return f"field '{self.field}': {self.message}" if self.field else self.message
+
+
+_behaviour._Errors.cls = TraceError  # the behaviour fields' bad values are bad trace fields
 
 
 @dataclass(frozen=True)
@@ -139,7 +154,8 @@ def parse_trace(obj: Any, *, grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE)
         scores = _grades(scores, grade_scale)
     return Trace(trace_id=trace_id, ts=ts, query=query, segment=segment,
                  retrieved_ids=retrieved, query_id=query_id, configuration=configuration,
-                 relevant_ids=relevant, relevance_scores=scores)
+                 relevant_ids=relevant, relevance_scores=scores,
+                 **parse_behaviour(obj, retrieved, grade_scale, _ids))
 
 
 def _text(obj: dict, key: str, *, required: bool = True) -> str | None:
@@ -262,6 +278,7 @@ class TraceTable:
     configurations: list[str]
     doc_vocab: _Interner
     bad: BadLines = field(default_factory=BadLines)
+    behaviour: Behaviour | None = None  # None: no trace of the source had a behaviour field
 
     def __len__(self) -> int:
         return len(self.trace_ids)
@@ -296,6 +313,7 @@ class TraceTable:
             configuration=self.configurations[conf] if conf >= 0 else None,
             relevant_ids=tuple(labels) if source == FROM_IDS else None,
             relevance_scores=labels if source == FROM_SCORES else None,
+            **(self.behaviour.fields(i, docs) if self.behaviour is not None else {}),
         )
 
     def select(self, rows: np.ndarray) -> "TraceTable":
@@ -314,7 +332,8 @@ class TraceTable:
             label_docs=self.label_docs[idx], label_grades=self.label_grades[idx],
             label_offsets=l_off, label_source=self.label_source[rows], segments=self.segments,
             queries=self.queries, query_ids=self.query_ids, configurations=self.configurations,
-            doc_vocab=self.doc_vocab, bad=self.bad)
+            doc_vocab=self.doc_vocab, bad=self.bad,
+            behaviour=self.behaviour.select(rows) if self.behaviour is not None else None)
 
     @classmethod
     def from_traces(cls, traces: Iterable[Trace], source: str = "<traces>", *,
@@ -360,6 +379,7 @@ class TraceBuilder:
         self._configurations = _Interner()
         self._docs = _Interner()
         self.bad = BadLines()
+        self._behaviour = BehaviourBuilder(self._docs.codes, _Interner)
 
     def first_line_of(self, trace_id: str) -> int | None:
         return self._seen.get(trace_id)
@@ -376,7 +396,8 @@ class TraceBuilder:
         self._configuration.append(-1 if trace.configuration is None
                                    else self._configurations.code(trace.configuration))
         codes = self._docs.codes
-        self._retrieved.extend(codes(trace.retrieved_ids))
+        retrieved = codes(trace.retrieved_ids)
+        self._retrieved.extend(retrieved)
         self._r_count.append(len(trace.retrieved_ids))
         if trace.relevance_scores:
             self._label_docs.extend(codes(trace.relevance_scores))
@@ -391,6 +412,7 @@ class TraceBuilder:
         else:
             self._l_count.append(0)
             self._label_source.append(NO_LABELS)
+        self._behaviour.add(trace, retrieved)
 
     def build(self) -> TraceTable:
         def arr(a: array, dtype) -> np.ndarray:
@@ -412,7 +434,8 @@ class TraceBuilder:
             label_offsets=offsets(self._l_count), label_source=arr(self._label_source, np.int8),
             segments=self._segments.names, queries=self._queries.names,
             query_ids=self._query_ids.names, configurations=self._configurations.names,
-            doc_vocab=self._docs, bad=self.bad)
+            doc_vocab=self._docs, bad=self.bad,
+            behaviour=self._behaviour.build() if self._behaviour.any else None)
         self._seen = {}
         return table
 
@@ -645,4 +668,5 @@ def as_dict(trace: Trace) -> dict:
         out["relevant_ids"] = list(trace.relevant_ids)
     if trace.relevance_scores is not None:
         out["relevance_scores"] = dict(trace.relevance_scores)
+    out.update(behaviour_dict(trace))
     return out

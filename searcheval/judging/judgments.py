@@ -1,7 +1,7 @@
 """Judgments with provenance, and the rule that derives the grade a metric uses.
 
 Every grade anyone gave is one `JudgmentRow` (query, document, grade, judge, when, source
-`human` | `import` | `model`, guideline version, note): a re-judgment adds a row, nothing is
+`human` | `import` | `model` | `implicit` (clicks through a click model), guideline version, note): a re-judgment adds a row, nothing is
 overwritten. The effective grade of a (query, document) pair is derived in two steps:
 
 1. each judge's latest row counts (latest by `judged_at`, a row without a time before any row
@@ -63,12 +63,14 @@ class JudgmentRow:
     seed: bool = False
     retracted_at: datetime | None = None
     recorded_at: datetime | None = None
+    provenance: dict | None = None  # an implicit row's maker: click model, parameters, window
 
     def to_dict(self) -> dict:
         return {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
                 "judge": self.judge,
                 "judged_at": self.judged_at.isoformat() if self.judged_at else None,
-                "source": self.source, "guideline": self.guideline, "note": self.note}
+                "source": self.source, "guideline": self.guideline, "note": self.note,
+                **({"provenance": self.provenance} if self.provenance is not None else {})}
 
 
 @dataclass(frozen=True)

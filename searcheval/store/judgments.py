@@ -152,3 +152,28 @@ def load_pool(conn: psycopg.Connection, pool_id: str | None) -> tuple[dict, list
 def run_row(conn: psycopg.Connection, run_id: str) -> dict | None:
     with conn.cursor(row_factory=dict_row) as cur:
         return cur.execute(sql.SELECT_RUN, {"run_id": run_id}).fetchone()
+
+
+def add_implicit_judgments(conn: psycopg.Connection, catalog: str,
+                           rows: list[JudgmentRow]) -> int:
+    """Add implicit rows (source `implicit`, with their provenance) in one transaction; returns
+    how many were new."""
+    from psycopg.types.json import Jsonb
+
+    added = 0
+    with conn.transaction(), conn.cursor() as cur:
+        for row in rows:
+            cur.execute(sql.INSERT_IMPLICIT_JUDGMENT, {
+                "catalog": catalog, "query_id": row.query_id, "doc_id": row.doc_id,
+                "grade": row.grade, "judge": row.judge, "judged_at": row.judged_at,
+                "note": row.note, "origin": row.origin, "provenance": Jsonb(row.provenance)})
+            added += cur.fetchone() is not None
+    return added
+
+
+def load_implicit_judgments(conn: psycopg.Connection, catalog: str) -> list[JudgmentRow]:
+    with conn.cursor(row_factory=dict_row) as cur:
+        found = cur.execute(sql.SELECT_IMPLICIT_JUDGMENTS, {"catalog": catalog}).fetchall()
+    return [JudgmentRow(query_id=r["query_id"], doc_id=r["doc_id"], grade=r["grade"],
+                        judge=r["judge"], judged_at=r["judged_at"], source="implicit",
+                        origin=r["origin"], provenance=r["provenance"]) for r in found]

@@ -316,11 +316,12 @@ CREATE TEMP TABLE search_traces_staging (LIKE search_traces INCLUDING DEFAULTS) 
 
 #: Column order of COPY_TRACES_STAGING and its binary types.
 TRACE_COPY_TYPES = ("text", "timestamptz", "text", "text", "text", "text", "text[]", "text[]",
-                    "jsonb")
+                    "jsonb", "text[]", "jsonb", "jsonb", "text", "text", "text")
 
 COPY_TRACES_STAGING = """
 COPY search_traces_staging (trace_id, ts, query, query_id, segment, configuration, retrieved_ids,
-                            relevant_ids, relevance_scores) FROM STDIN (FORMAT BINARY)
+                            relevant_ids, relevance_scores, shown_ids, clicks, feedback,
+                            session_id, user_id, configuration_version) FROM STDIN (FORMAT BINARY)
 """
 
 ANALYZE_TRACES_STAGING = "ANALYZE search_traces_staging"
@@ -333,9 +334,10 @@ SELECT count(*) FROM search_traces_staging s JOIN search_traces t USING (trace_i
 #: ingested_at too). jsonb compares as a value, so key order does not make a change.
 UPSERT_TRACES_FROM_STAGING = """
 INSERT INTO search_traces AS t (trace_id, ts, query, query_id, segment, configuration,
-                                retrieved_ids, relevant_ids, relevance_scores)
+                                retrieved_ids, relevant_ids, relevance_scores, shown_ids, clicks,
+                                feedback, session_id, user_id, configuration_version)
 SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
-       relevance_scores
+       relevance_scores, shown_ids, clicks, feedback, session_id, user_id, configuration_version
 FROM search_traces_staging
 ON CONFLICT (trace_id) DO UPDATE SET
     ts = EXCLUDED.ts,
@@ -346,12 +348,21 @@ ON CONFLICT (trace_id) DO UPDATE SET
     retrieved_ids = EXCLUDED.retrieved_ids,
     relevant_ids = EXCLUDED.relevant_ids,
     relevance_scores = EXCLUDED.relevance_scores,
+    shown_ids = EXCLUDED.shown_ids,
+    clicks = EXCLUDED.clicks,
+    feedback = EXCLUDED.feedback,
+    session_id = EXCLUDED.session_id,
+    user_id = EXCLUDED.user_id,
+    configuration_version = EXCLUDED.configuration_version,
     ingested_at = now()
 WHERE (t.ts, t.query, t.query_id, t.segment, t.configuration, t.retrieved_ids, t.relevant_ids,
-       t.relevance_scores)
+       t.relevance_scores, t.shown_ids, t.clicks, t.feedback, t.session_id, t.user_id,
+       t.configuration_version)
       IS DISTINCT FROM
       (EXCLUDED.ts, EXCLUDED.query, EXCLUDED.query_id, EXCLUDED.segment, EXCLUDED.configuration,
-       EXCLUDED.retrieved_ids, EXCLUDED.relevant_ids, EXCLUDED.relevance_scores)
+       EXCLUDED.retrieved_ids, EXCLUDED.relevant_ids, EXCLUDED.relevance_scores,
+       EXCLUDED.shown_ids, EXCLUDED.clicks, EXCLUDED.feedback, EXCLUDED.session_id,
+       EXCLUDED.user_id, EXCLUDED.configuration_version)
 """
 
 COUNT_TRACES = "SELECT count(*) FROM search_traces"
@@ -361,7 +372,7 @@ COUNT_TRACES = "SELECT count(*) FROM search_traces"
 #: server-side cursor (the parameters are bound per execution, so the planner sees the NULLs).
 SELECT_TRACES = """
 SELECT trace_id, ts, query, query_id, segment, configuration, retrieved_ids, relevant_ids,
-       relevance_scores
+       relevance_scores, shown_ids, clicks, feedback, session_id, user_id, configuration_version
 FROM search_traces
 WHERE (%(since)s::timestamptz IS NULL OR ts >= %(since)s::timestamptz)
   AND (%(until)s::timestamptz IS NULL OR ts < %(until)s::timestamptz)
@@ -446,6 +457,26 @@ VALUES (%(catalog)s, %(query_id)s, %(doc_id)s, %(grade)s, %(judge)s, %(judged_at
         %(guideline)s, %(note)s, %(content_hash)s, %(origin)s)
 ON CONFLICT DO NOTHING
 RETURNING id
+"""
+
+#: One implicit judgment (migration 009_production): a click model's grade with its provenance
+#: (model, parameters, window, impressions). Re-deriving the same grade of the same window adds
+#: nothing (the identity index).
+INSERT_IMPLICIT_JUDGMENT = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, note, origin,
+                       provenance)
+VALUES (%(catalog)s, %(query_id)s, %(doc_id)s, %(grade)s, %(judge)s, %(judged_at)s, 'implicit',
+        %(note)s, %(origin)s, %(provenance)s)
+ON CONFLICT DO NOTHING
+RETURNING id
+"""
+
+#: The implicit rows of a catalog, with their provenance.
+SELECT_IMPLICIT_JUDGMENTS = """
+SELECT query_id, doc_id, grade, judge, judged_at, origin, provenance
+FROM judgments
+WHERE catalog = %(catalog)s AND source = 'implicit' AND retracted_at IS NULL
+ORDER BY query_id, doc_id, judge, judged_at, id
 """
 
 #: (judgments lock class, hashtext(catalog)): two seedings of one catalog wait for each other.
@@ -643,4 +674,39 @@ UPDATE document_versions
    SET last_seen = greatest(last_seen, %(seen)s), last_run = %(run_id)s, title = %(title)s,
        text = %(text)s
  WHERE catalog = %(catalog)s AND doc_id = %(doc_id)s AND version = %(version)s
+"""
+
+# =========================================================================== live monitor (issue 25)
+# The live monitor's windows (migrations/009_production.sql). One monitor run at a time per
+# monitor name: a session advisory lock (live lock class, hashtext(monitor)).
+
+LIVE_LOCK_CLASS = 0x4C56
+
+LIVE_LOCK = "SELECT pg_advisory_lock(%(lock_class)s, hashtext(%(monitor)s))"
+
+LIVE_UNLOCK = "SELECT pg_advisory_unlock(%(lock_class)s, hashtext(%(monitor)s))"
+
+SELECT_LAST_LIVE_WINDOW = """
+SELECT monitor, window_start, window_end, traces, labelled, metrics, detector, alerted
+FROM live_windows
+WHERE monitor = %(monitor)s
+ORDER BY window_start DESC
+LIMIT 1
+"""
+
+#: A window is scored once: a second insert of the same (monitor, window_start) adds nothing.
+INSERT_LIVE_WINDOW = """
+INSERT INTO live_windows (monitor, window_start, window_end, traces, labelled, metrics, detector,
+                          alerted)
+VALUES (%(monitor)s, %(window_start)s, %(window_end)s, %(traces)s, %(labelled)s, %(metrics)s,
+        %(detector)s, %(alerted)s)
+ON CONFLICT (monitor, window_start) DO NOTHING
+"""
+
+#: The last n windows of a monitor, oldest first.
+SELECT_LIVE_SERIES = """
+SELECT monitor, window_start, window_end, traces, labelled, metrics, detector, alerted
+FROM (SELECT * FROM live_windows WHERE monitor = %(monitor)s
+      ORDER BY window_start DESC LIMIT %(n)s) recent
+ORDER BY window_start
 """

@@ -11,6 +11,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from searcheval.errors import InputError
+from searcheval.io.behaviour import behaviour_dict
 from searcheval.io.traces import (
     DEFAULT_GRADE_SCALE,
     DEFAULT_MAX_BAD_SHARE,
@@ -34,7 +35,15 @@ def _trace_row(trace: Trace, number: int) -> list:
     return [trace.trace_id, trace.ts, trace.query, trace.query_id, trace.segment,
             trace.configuration, list(trace.retrieved_ids),
             None if trace.relevant_ids is None else list(trace.relevant_ids),
-            None if trace.relevance_scores is None else dict(trace.relevance_scores)]
+            None if trace.relevance_scores is None else dict(trace.relevance_scores),
+            *_behaviour_columns(trace)]
+
+
+def _behaviour_columns(trace: Trace) -> list:
+    """shown_ids, clicks, feedback, session_id, user_id, configuration_version (issue 25)."""
+    fields = behaviour_dict(trace)
+    return [fields.get("shown_ids"), fields.get("clicks"), fields.get("feedback"),
+            trace.session_id, trace.user_id, trace.configuration_version]
 
 
 def save_traces(conn: psycopg.Connection, traces: Iterable[Trace]) -> dict:

@@ -46,7 +46,7 @@ def next_fire_times(cron: str, tz: str, after: datetime, n: int) -> list[datetim
 # --------------------------------------------------------------------------- prefect.yaml
 
 
-def test_the_file_names_three_deployments_from_the_project_root():
+def test_the_file_names_four_deployments_from_the_project_root():
     specs = {s.name: s for s in load_deployment_specs()}
     assert PREFECT_FILE == DEPLOY / "prefect.yaml"
     assert project_root(PREFECT_FILE) == ROOT
@@ -54,6 +54,7 @@ def test_the_file_names_three_deployments_from_the_project_root():
         "nightly": "flows/nightly.py:nightly",
         "ranking-change": "flows/nightly.py:nightly",
         "replay-nightly": "flows/replay.py:replay",
+        "live": "flows/live.py:live",
     }
     for spec in specs.values():
         assert (ROOT / spec.path).is_file(), f"{spec.name}: {spec.path} does not exist"
