@@ -22,6 +22,7 @@ Modes:
 | `digits_id` | an id of 5,000 digits (beyond Python's int limit) |
 | `deep` | JSON nested 100,000 deep |
 | `echo401` | 401 whose body quotes the request's Authorization header and query string |
+| `echo401_if` | `/m/echo401_if/<word>/search`: `echo401` for a query whose text holds the word, else no hits |
 | `redirect` | 302 to another address |
 | `huge_title` | a lookup's document with a 100,000-character title |
 | `markup` | hits and a document whose title is markdown and HTML (links, images, script) |
@@ -215,6 +216,14 @@ class _Handler(BaseHTTPRequestHandler):
         body = (f"unauthorized: the credential {self.headers.get('Authorization')!s} and the "
                 f"query {parts.query} are not valid here").encode()
         self._send(401, body, {"Content-Type": "text/plain"})
+
+    def _mode_echo401_if(self, lookup, doc_id, parts):
+        from urllib.parse import parse_qs
+
+        word = unquote(parts.path.split("/")[3])
+        if word in (parse_qs(parts.query).get("q") or [""])[0]:
+            return self._mode_echo401(lookup, doc_id, parts)
+        self._send(200, self._hits([]))
 
     def _mode_redirect(self, lookup, doc_id, parts):
         self._send(302, b"", {"Location": "http://127.0.0.1:9/elsewhere",
