@@ -67,6 +67,10 @@ def _undecodable_at(path: Path, line: int, column: int, offset: int, head: bytes
                       "save the file as UTF-8", file=path, line=line)
 
 
+#: what a JSON reader says of JSON nested deeper than Python's parser goes (about 1,000 levels:
+#: it raised RecursionError, a crash of the whole command)
+TOO_DEEP = "invalid JSON: nested too deep (arrays and objects within each other)"
+
 #: characters no stored text may hold: Postgres text cannot carry NUL
 _NUL = "\x00"
 
@@ -92,6 +96,8 @@ def read_json(path: Path) -> tuple[Any, str]:
         return json.loads(text), text
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    except RecursionError:
+        raise InputError(TOO_DEEP, file=path) from None
 
 
 def read_yaml_list(path: str | Path, key: str) -> list:
@@ -219,6 +225,8 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", file=path, line=line_no) from None
+        except RecursionError:
+            raise InputError(TOO_DEEP, file=path, line=line_no) from None
         if not isinstance(obj, dict):
             raise InputError("expected one JSON object per line", file=path, line=line_no)
         rows.append((line_no, obj))
@@ -333,6 +341,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", file=path, line=number) from None
+        except RecursionError:
+            raise InputError(TOO_DEEP, file=path, line=number) from None
         if not isinstance(obj, dict):
             raise InputError("expected one JSON object per line", file=path, line=number)
         yield number, obj
