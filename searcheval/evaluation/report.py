@@ -224,11 +224,12 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def console_table(result: EvaluationResult) -> str:
     """The table `make run` prints."""
-    header = f"{'configuration':<15}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
+    width = max([15] + [len(name) + 2 for name in result.scores])  # a long name keeps columns
+    header = f"{'configuration':<{width}}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
         + f"{'p95 ms':<8}"
     lines = [header.rstrip()]
     for name, s in result.scores.items():
-        line = f"{name:<15}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
+        line = f"{name:<{width}}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
         line += f"{_fmt(s.latency_ms.get('p95'), 1):<8}"
         if result.gate is not None and name == result.gate.configuration:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \

@@ -215,3 +215,26 @@ def test_a_symbolic_link_out_of_the_dataset_folder_is_refused_without_quoting_it
     shutil.copy(FIXTURES / "judgments.csv", dataset / "real.csv")
     (dataset / "judgments.csv").symlink_to(dataset / "real.csv")
     assert load_collection(fixtures=dataset).judgments
+
+
+# -- low: the console table keeps its columns whatever a configuration is called ----------------
+
+def test_the_console_table_keeps_its_columns_for_a_long_configuration_name():
+    from searcheval.evaluation.report import TABLE_METRICS, EvaluationResult, console_table
+    from searcheval.metrics.scoring import ConfigurationScores
+
+    def scores(name):
+        return ConfigurationScores(configuration=name, evaluation=None, categories={},
+                                   means={m: 0.5 for _, m in TABLE_METRICS}, ci95={},
+                                   by_category={}, latency_ms={"p95": 12.0})
+
+    names = ["bm25", "a-configuration-with-a-very-long-name-indeed"]
+    result = EvaluationResult(run_id="r", started_at=datetime.now(timezone.utc),
+                              finished_at=None, source="s", input_hashes={}, model="m",
+                              scores={n: scores(n) for n in names}, gate=None)
+    lines = console_table(result).splitlines()[:3]
+    # the first metric's column starts at the same character on every line
+    label = TABLE_METRICS[0][0]
+    column = lines[0].index(label)
+    assert column == len(names[1]) + 2
+    assert all(line[column:column + 5] == "0.500" for line in lines[1:]), lines
