@@ -97,7 +97,10 @@ class RedactingFilter(logging.Filter):
 
 
 _FILTER = RedactingFilter()
-_LOGGERS: Iterable[str] = ("httpx", "httpcore", "searcheval")
+# a filter applies to the records of its own logger only (not to its children's): the run loggers
+# of Prefect are named here, without importing Prefect
+_LOGGERS: Iterable[str] = ("httpx", "httpcore", "searcheval", "prefect.flow_runs",
+                           "prefect.task_runs", "prefect")
 
 
 def _install_filters() -> None:

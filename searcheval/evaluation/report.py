@@ -18,6 +18,7 @@ from searcheval.io.escape import md
 from searcheval.io.trec import write_trec_run
 from searcheval.judging.versions import Observed
 from searcheval.metrics.scoring import ConfigurationScores
+from searcheval.redaction import redact
 from searcheval.types import RankedRun
 
 TABLE_METRICS = (("nDCG@10", "ndcg@10"), ("MRR", "mrr"), ("Recall@20", "recall@20"))
@@ -652,14 +653,17 @@ def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], director
     root = Path(directory)
     folder = root / result.run_id
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(
-        json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    # every text passes `redact` on its way out (a secret read this run never reaches a file,
+    # even through a path that did not redact it at its source)
+    (folder / "metrics.json").write_text(redact(
+        json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n"),
+        encoding="utf-8")
     for name, run in runs.items():
         write_trec_run(run, folder / "runs" / f"{name}.trec")
-    (folder / "per_query.csv").write_text(per_query_csv(result), encoding="utf-8")
-    (folder / "report.md").write_text(markdown_report(result), encoding="utf-8")
+    (folder / "per_query.csv").write_text(redact(per_query_csv(result)), encoding="utf-8")
+    (folder / "report.md").write_text(redact(markdown_report(result)), encoding="utf-8")
     for name, text in (extra or {}).items():
-        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).write_text(redact(text), encoding="utf-8")
     point_latest(root, result.run_id, ("metrics.json", "runs", "per_query.csv", "report.md",
                                        *(extra or {})))
     return folder
