@@ -31,7 +31,6 @@ from searcheval.evaluation.report import EvaluationResult, markdown_report, writ
 from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes, load_collection
-from searcheval.redaction import redact
 from searcheval.judging.judgments import Effective, parse_rule
 from searcheval.judging.source import judged_documents as source_judged_documents
 from searcheval.judging.source import preview_judgments, seed_collection_judgments
@@ -40,6 +39,7 @@ from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
 from searcheval.rankers.configs import Configuration
 from searcheval.rankers.registry import needs_database, secret_blocks
+from searcheval.redaction import redact
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
 
