@@ -146,22 +146,30 @@ def _backend():
 
 
 def bounded_client(*, headers=None, concurrency: int = 4, read_timeout: float = 600.0):
-    """An httpx.Client whose sockets keep the calling thread's `deadline`; redirects are not
-    followed; only gzip and deflate are accepted as content encodings."""
+    """An httpx.Client whose sockets keep the calling thread's `deadline` (through proxies from
+    the environment too); redirects are not followed; only gzip and deflate are accepted as
+    content encodings."""
     import httpcore
     import httpx
 
-    transport = httpx.HTTPTransport(limits=httpx.Limits(
-        max_connections=concurrency, max_keepalive_connections=concurrency))
-    pool = getattr(transport, "_pool", None)
-    if not isinstance(pool, httpcore.ConnectionPool) or not hasattr(pool, "_network_backend"):
-        raise RuntimeError("httpx's transport changed: searcheval cannot bound its requests' "
-                           "time (searcheval.rankers.bounded)")
-    pool._network_backend = _backend()
     merged = {"accept-encoding": "gzip, deflate"}
     merged.update(headers or {})
-    return httpx.Client(headers=merged, transport=transport, follow_redirects=False,
-                        timeout=httpx.Timeout(read_timeout))
+    client = httpx.Client(headers=merged, follow_redirects=False,
+                          timeout=httpx.Timeout(read_timeout),
+                          limits=httpx.Limits(max_connections=concurrency,
+                                              max_keepalive_connections=concurrency))
+    transports = [client._transport, *client._mounts.values()]
+    for transport in transports:
+        if transport is None:
+            continue
+        pool = getattr(transport, "_pool", None)
+        if not isinstance(pool, httpcore.ConnectionPool) or \
+                not hasattr(pool, "_network_backend"):
+            client.close()
+            raise RuntimeError("httpx's transport changed: searcheval cannot bound its "
+                               "requests' time (searcheval.rankers.bounded)")
+        pool._network_backend = _backend()
+    return client
 
 
 # -- bytes ----------------------------------------------------------------------------------
