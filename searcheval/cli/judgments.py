@@ -240,9 +240,14 @@ def add_judgments(sub) -> None:
 
 def rate_token(secret_block: str | None) -> str | None:
     """The token of a non-loopback rating page: a Prefect Secret block, else the environment."""
+    from searcheval.redaction import remember
+
     if secret_block:
-        return import_project_module("tasks.secrets").secret_value(secret_block)
-    return os.environ.get(defaults.RATE_TOKEN_ENV) or None
+        token = import_project_module("tasks.secrets").secret_value(secret_block)
+    else:
+        token = os.environ.get(defaults.RATE_TOKEN_ENV) or None
+    remember(token)  # never echoed by anything this process writes or logs
+    return token
 
 
 def rating_session(args: argparse.Namespace):

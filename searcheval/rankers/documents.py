@@ -208,6 +208,10 @@ def look_up(params: dict, ids: Iterable[str]) -> dict:
             except AnswerRefused as exc:
                 if exc.status in (404, 410):
                     return doc_id, "gone", None
+                if exc.status is not None and 300 <= exc.status < 400:
+                    return doc_id, None, (f"HTTP {exc.status}: a redirect (redirects are not "
+                                          "followed: point the lookup's url at the final "
+                                          "address)")
                 if exc.message.startswith("HTTP "):
                     return doc_id, None, exc.message
                 return doc_id, None, redact(exc.message)

@@ -169,6 +169,13 @@ def test_the_lookup_refuses_deep_json_and_drops_nul_from_a_title(service):
     assert look_up(params, ["a"])["failed"] == {"a": "NUL (\\u0000) in the answer refused"}
 
 
+def test_the_lookup_names_a_redirect(service):
+    params = check_lookup({"url": service.base("redirect") + "/documents/{id}"}, "web", "h.yaml")
+    assert look_up(params, ["a"])["failed"] == {
+        "a": "HTTP 302: a redirect (redirects are not followed: point the lookup's url at the "
+             "final address)"}
+
+
 def test_a_lookup_file_nested_too_deep_is_refused_naming_its_line(tmp_path):
     path = tmp_path / "documents.jsonl"
     path.write_text('{"id": "a", "title": "t"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
