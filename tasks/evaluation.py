@@ -39,6 +39,7 @@ from searcheval.metrics.coverage import results_coverage
 from searcheval.metrics.engine import Settings
 from searcheval.rankers.configs import Configuration
 from searcheval.rankers.registry import needs_database, secret_blocks
+from searcheval.redaction import redact
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
 
@@ -318,7 +319,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                 description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
     # the UI's artifact pane is narrow: wide tables are cut so the report reads without
     # scrolling sideways (report.md in the output folder keeps them whole)
-    create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=REPORT_ARTIFACT,
+    create_markdown_artifact(markdown=redact(narrow_tables(markdown_report(result))),
+                             key=REPORT_ARTIFACT,
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
     if ran.get("configurations"):
@@ -334,13 +336,13 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
 
     if diff:
         create_markdown_artifact(
-            markdown=diff_markdown(diff, limit=20),
+            markdown=redact(diff_markdown(diff, limit=20)),
             key=artifact_key(DIFF_ARTIFACT, result.dataset, diff["b"]["configuration"]),
             description=f"searcheval run {result.run_id} against {diff['a']['run_id']}: "
                         f"{diff['headline']}")
     if candidate_diff:
         create_markdown_artifact(
-            markdown=diff_markdown(candidate_diff, limit=20),
+            markdown=redact(diff_markdown(candidate_diff, limit=20)),
             key=artifact_key(CANDIDATE_DIFF_ARTIFACT, result.dataset),
             description=f"searcheval run {result.run_id}: candidate "
                         f"{candidate_diff['b']['configuration']} against served "

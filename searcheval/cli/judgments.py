@@ -244,9 +244,14 @@ def add_judgments(sub) -> None:
 
 def rate_token(secret_block: str | None) -> str | None:
     """The token of a non-loopback rating page: a Prefect Secret block, else the environment."""
+    from searcheval.redaction import remember
+
     if secret_block:
-        return import_project_module("tasks.secrets").secret_value(secret_block)
-    return os.environ.get(defaults.RATE_TOKEN_ENV) or None
+        token = import_project_module("tasks.secrets").secret_value(secret_block)
+    else:
+        token = os.environ.get(defaults.RATE_TOKEN_ENV) or None
+    remember(token)  # never echoed by anything this process writes or logs
+    return token
 
 
 def rating_session(args: argparse.Namespace):
@@ -277,12 +282,14 @@ def rating_session(args: argparse.Namespace):
 def cmd_rate(args: argparse.Namespace) -> int:
     import uvicorn
 
-    from searcheval.judging.app import create_app
+    from searcheval.judging.app import allowed_hosts_for, create_app
 
     session = rating_session(args)
     print(f"rating pool {session.pool['pool_id']} as {session.judge}: "
           f"http://{args.host}:{args.port}/ (Ctrl-C stops)", file=sys.stderr)
-    uvicorn.run(create_app(session), host=args.host, port=args.port, log_level="warning")
+    hosts = allowed_hosts_for(args.host, args.allowed_host or ())
+    uvicorn.run(create_app(session, allowed_hosts=hosts), host=args.host, port=args.port,
+                log_level="warning")
     return EXIT_OK
 
 
@@ -296,6 +303,10 @@ def add_rate(sub) -> None:
     p.add_argument("--port", type=int, default=defaults.RATE_PORT,
                    help=f"port (default {defaults.RATE_PORT})")
     p.add_argument("--token-secret", help="a Prefect Secret block holding the token")
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a host name the page answers besides the loopback names and --host "
+                        "(repeatable; e.g. the name judges type when it listens on 0.0.0.0); "
+                        "any other Host header is refused (DNS rebinding)")
     add_collection(p)
     add_database_url(p)
     p.set_defaults(handler=cmd_rate)

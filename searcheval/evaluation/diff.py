@@ -35,6 +35,7 @@ from searcheval.defaults import (
     WORST_QUERIES,
 )
 from searcheval.errors import InputError
+from searcheval.io.escape import md
 from searcheval.store import documents, snapshots
 
 #: a delta this small is "unchanged" (floating-point noise of a mean, never a real change)
@@ -269,7 +270,8 @@ def _signed(value) -> str:
 
 
 def _cell(text) -> str:
-    return " ".join(str(text or "").split()).replace("|", "\\|")
+    """Text from data as literal markdown (`searcheval.io.escape.md`)."""
+    return md(text or "")
 
 
 def _yes(value: bool | None) -> str:
@@ -319,8 +321,8 @@ def diff_markdown(diff: dict, *, limit: int | None = None) -> str:
         if q["abstained"]["a"] or q["abstained"]["b"]:
             who = " and ".join(s for s in ("A", "B") if q["abstained"][s.lower()])
             w(f"- abstained: {who} returned nothing\n")
-        w(f"- entered the top {diff['k']}: {', '.join(q['entered']) or '-'}\n")
-        w(f"- left the top {diff['k']}: {', '.join(q['left']) or '-'}\n\n")
+        w(f"- entered the top {diff['k']}: {', '.join(map(_cell, q['entered'])) or '-'}\n")
+        w(f"- left the top {diff['k']}: {', '.join(map(_cell, q['left'])) or '-'}\n\n")
         w("| rank | A | B |\n|---|---|---|\n")
         for i in range(max(len(q["a"]), len(q["b"]))):
             ea = q["a"][i] if i < len(q["a"]) else None
@@ -331,7 +333,7 @@ def diff_markdown(diff: dict, *, limit: int | None = None) -> str:
 
 def worst_lines(diff: dict) -> list[str]:
     """The worst queries as one line each: id, text, delta (the report and the alert quote them)."""
-    return [f"{q['query_id']} \"{_cell(q['text'])}\": {diff['metric']} "
+    return [f"{_cell(q['query_id'])} \"{_cell(q['text'])}\": {diff['metric']} "
             f"{_fmt(q['metrics'][diff['metric']]['before'])} -> "
             f"{_fmt(q['metrics'][diff['metric']]['after'])} ({_signed(q['delta'])})"
             + (", abstained" if q["abstained"]["b"] and not q["abstained"]["a"] else "")

@@ -14,9 +14,11 @@ from datetime import datetime
 from pathlib import Path
 
 from searcheval.evaluation.gate import GateResult, gate_status, status_line
+from searcheval.io.escape import md
 from searcheval.io.trec import write_trec_run
 from searcheval.judging.versions import Observed
 from searcheval.metrics.scoring import ConfigurationScores
+from searcheval.redaction import redact
 from searcheval.types import RankedRun
 
 TABLE_METRICS = (("nDCG@10", "ndcg@10"), ("MRR", "mrr"), ("Recall@20", "recall@20"))
@@ -223,11 +225,12 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 def console_table(result: EvaluationResult) -> str:
     """The table `make run` prints."""
-    header = f"{'configuration':<15}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
+    width = max([15] + [len(name) + 2 for name in result.scores])  # a long name keeps columns
+    header = f"{'configuration':<{width}}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
         + f"{'p95 ms':<8}"
     lines = [header.rstrip()]
     for name, s in result.scores.items():
-        line = f"{name:<15}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
+        line = f"{name:<{width}}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
         line += f"{_fmt(s.latency_ms.get('p95'), 1):<8}"
         if result.gate is not None and name == result.gate.configuration:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
@@ -309,7 +312,8 @@ def markdown_report(result: EvaluationResult) -> str:
         w(f"### {name}\n\n| category | " + " | ".join(metrics) + " |\n|---|"
           + "---|" * len(metrics) + "\n")
         for category, means in s.by_category.items():
-            w(f"| {category} | " + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
+            w(f"| {_cell(category)} | " + " | ".join(_fmt(means.get(m)) for m in metrics)
+              + " |\n")
         w("\n")
     sizes = result.segment_sizes()
     if sizes:
@@ -339,7 +343,7 @@ def markdown_report(result: EvaluationResult) -> str:
           "attempts |\n|---|---|---|---|\n")
         for name, f in failed.items():
             for qid, error in list(f["errors"].items())[:FAILED_SHOWN]:
-                w(f"| {name} | {qid} | {_cell(error.get('cause', ''))} "
+                w(f"| {name} | {_cell(qid)} | {_cell(error.get('cause', ''))} "
                   f"| {error.get('attempts', 1)} |\n")
             if f["failed"] > FAILED_SHOWN:
                 w(f"| {name} | and {f['failed'] - FAILED_SHOWN} more in metrics.json | | |\n")
@@ -358,7 +362,7 @@ def markdown_report(result: EvaluationResult) -> str:
               + (":\n\n| query | category | served | candidate | delta |\n|---|---|---|---|---|\n"
                  if rows else ".\n"))
             for r in rows:
-                w(f"| {r['query_id']} | {r['category']} | {_fmt(r['served'])} "
+                w(f"| {_cell(r['query_id'])} | {_cell(r['category'])} | {_fmt(r['served'])} "
                   f"| {_fmt(r['candidate'])} | {_fmt(r['delta'])} |\n")
         w("\n")
     if gate is not None:
@@ -387,7 +391,8 @@ def markdown_report(result: EvaluationResult) -> str:
               "| now | intent / persona |\n|---|---|---|---|---|---|---|\n")
             for q in gate.worse_queries:
                 text = _cell((result.queries.get(q["query_id"]) or {}).get("text", ""))
-                w(f"| {q['query_id']} | {text} | {q['category']} | {q['metric']} | {_fmt(q['baseline'])} "
+                w(f"| {_cell(q['query_id'])} | {text} | {_cell(q['category'])} | {q['metric']} "
+                  f"| {_fmt(q['baseline'])} "
                   f"| {_fmt(q['value'])} | {_cell(_notes(result.queries.get(q['query_id'])))} |\n")
         w("\n")
     if result.candidate_diff:
@@ -413,9 +418,10 @@ def markdown_report(result: EvaluationResult) -> str:
             w(f"- note: {note}\n")
         for f in findings:
             w(f"  - {f.get('severity')}: {f.get('suite')} / {f.get('expectation')}: "
-              f"{f.get('message')}\n")
+              f"{_cell(f.get('message'))}\n")
         for s in stale[:20]:
-            w(f"  - stale: ({s.get('query_id')}, {s.get('doc_id')}) {s.get('reason')}\n")
+            w(f"  - stale: ({_cell(s.get('query_id'))}, {_cell(s.get('doc_id'))}) "
+              f"{s.get('reason')}\n")
     if result.coverage:
         judged = (result.judging or {}).get("configurations") or {}
         w("\n## Judged share of the results\n\n| configuration | judged share of top k | floor "
@@ -436,7 +442,7 @@ def markdown_report(result: EvaluationResult) -> str:
           "| query | text | top results |\n|---|---|---|\n")
         for qid, hits in list(d["top"].items())[:NOTED_QUERIES]:
             text = (result.queries.get(qid) or {}).get("text", "")
-            w(f"| {qid} | {_cell(text)} | "
+            w(f"| {_cell(qid)} | {_cell(text)} | "
               + "; ".join(_cell(str(h["title"] or h["id"])) for h in hits) + " |\n")
     if result.what_ran:
         w("\n## What ran\n\n")
@@ -448,7 +454,7 @@ def markdown_report(result: EvaluationResult) -> str:
           "judges the results (never sent to a search backend unless its configuration asks).\n\n"
           "| query | text | category | segments | intent | persona |\n|---|---|---|---|---|---|\n")
         for qid, q in noted[:NOTED_QUERIES]:
-            w(f"| {qid} | {_cell(q.get('text', ''))} | {q.get('category', '')} "
+            w(f"| {_cell(qid)} | {_cell(q.get('text', ''))} | {_cell(q.get('category', ''))} "
               f"| {' '.join(q.get('segments') or [])} | {_cell(q.get('intent', ''))} "
               f"| {_cell(q.get('persona', ''))} |\n")
         if len(noted) > NOTED_QUERIES:
@@ -614,8 +620,9 @@ def _notes(query: dict | None) -> str:
 
 
 def _cell(text: str) -> str:
-    """Text safe inside a markdown table cell: one line, pipes escaped."""
-    return " ".join(text.split()).replace("|", "\\|")
+    """Text from data safe inside markdown (a table cell or a line): one line, and nothing in it
+    renders as a link, an image, HTML or emphasis (`searcheval.io.escape.md`)."""
+    return md(text)
 
 
 def _policy(result: EvaluationResult) -> str:
@@ -646,14 +653,17 @@ def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], director
     root = Path(directory)
     folder = root / result.run_id
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "metrics.json").write_text(
-        json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    # every text passes `redact` on its way out (a secret read this run never reaches a file,
+    # even through a path that did not redact it at its source)
+    (folder / "metrics.json").write_text(redact(
+        json.dumps(result.metrics_document(), indent=2, allow_nan=False) + "\n"),
+        encoding="utf-8")
     for name, run in runs.items():
         write_trec_run(run, folder / "runs" / f"{name}.trec")
-    (folder / "per_query.csv").write_text(per_query_csv(result), encoding="utf-8")
-    (folder / "report.md").write_text(markdown_report(result), encoding="utf-8")
+    (folder / "per_query.csv").write_text(redact(per_query_csv(result)), encoding="utf-8")
+    (folder / "report.md").write_text(redact(markdown_report(result)), encoding="utf-8")
     for name, text in (extra or {}).items():
-        (folder / name).write_text(text, encoding="utf-8")
+        (folder / name).write_text(redact(text), encoding="utf-8")
     point_latest(root, result.run_id, ("metrics.json", "runs", "per_query.csv", "report.md",
                                        *(extra or {})))
     return folder

@@ -55,6 +55,9 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                          "or fixtures folder) or `mapping` (a table mapping file)"
                          + (f"; got {', '.join(given)}" if given else ""),
                          field=given[-1] if given else "fixtures")
+    for folder in (fixtures, dataset):
+        if folder is not None:
+            refuse_outside_links(Path(folder))
     collection = check_storable(_load(fixtures=fixtures, dataset=dataset, mapping=mapping,
                                       split=split, max_queries=max_queries, grade_map=grade_map,
                                       grade_scale=grade_scale, database_url=database_url))
@@ -62,6 +65,26 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
     collection.declared_name = collection.declared_name or collection.settings.name
     collection.fingerprint = resources_fingerprint(collection.resources)
     return collection
+
+
+def refuse_outside_links(folder: Path) -> None:
+    """Refuse a dataset folder holding a symbolic link to anything outside it (a link would make
+    a run read, and a refusal quote, a file the dataset's owner never put there). Links inside
+    the folder are fine. Nothing of the link's target is read or named."""
+    import os
+
+    if not folder.is_dir():
+        return
+    root = folder.resolve()
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            path = Path(top) / name
+            if not path.is_symlink():
+                continue
+            target = path.resolve()
+            if target != root and root not in target.parents:
+                raise InputError("a symbolic link to a file outside the dataset folder: refused "
+                                 "(copy the file into the folder)", file=path)
 
 
 def check_storable(collection: Collection) -> Collection:

@@ -67,6 +67,10 @@ def _undecodable_at(path: Path, line: int, column: int, offset: int, head: bytes
                       "save the file as UTF-8", file=path, line=line)
 
 
+#: what a JSON reader says of JSON nested deeper than Python's parser goes (about 1,000 levels:
+#: it raised RecursionError, a crash of the whole command)
+TOO_DEEP = "invalid JSON: nested too deep (arrays and objects within each other)"
+
 #: characters no stored text may hold: Postgres text cannot carry NUL
 _NUL = "\x00"
 
@@ -92,6 +96,62 @@ def read_json(path: Path) -> tuple[Any, str]:
         return json.loads(text), text
     except json.JSONDecodeError as exc:
         raise InputError(f"invalid JSON: {exc.msg}", file=path, line=exc.lineno) from None
+    except RecursionError:
+        raise InputError(TOO_DEEP, file=path) from None
+
+
+#: most nodes a YAML document may expand to once its aliases are followed (a 775-byte "billion
+#: laughs" expands to 10^9), and its deepest nesting
+MAX_YAML_NODES = 100_000
+MAX_YAML_DEPTH = 64
+
+
+class YAMLTooLarge(ValueError):
+    pass
+
+
+def safe_yaml(text: str):
+    """yaml.safe_load with limits: no tags beyond the safe ones, at most MAX_YAML_NODES nodes once
+    aliases are expanded, at most MAX_YAML_DEPTH levels; YAMLTooLarge (a ValueError) otherwise,
+    before anything is constructed."""
+    import yaml
+
+    loader = yaml.SafeLoader(text)
+    try:
+        try:
+            node = loader.get_single_node()
+        except RecursionError:
+            raise YAMLTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels") from None
+        if node is None:
+            return None
+        sizes: dict[int, int] = {}
+
+        def size(n, depth: int) -> int:
+            if depth > MAX_YAML_DEPTH:
+                raise YAMLTooLarge(f"nested deeper than {MAX_YAML_DEPTH} levels")
+            if id(n) in sizes:
+                return sizes[id(n)]
+            total = 1
+            if isinstance(n, yaml.SequenceNode):
+                for child in n.value:
+                    total += size(child, depth + 1)
+                    if total > MAX_YAML_NODES:
+                        break
+            elif isinstance(n, yaml.MappingNode):
+                for key, value in n.value:
+                    total += size(key, depth + 1) + size(value, depth + 1)
+                    if total > MAX_YAML_NODES:
+                        break
+            if total > MAX_YAML_NODES:
+                raise YAMLTooLarge(f"expands to more than {MAX_YAML_NODES:,} values once its "
+                                   "aliases (*name) are followed")
+            sizes[id(n)] = total
+            return total
+
+        size(node, 0)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
 
 
 def read_yaml_list(path: str | Path, key: str) -> list:
@@ -100,9 +160,11 @@ def read_yaml_list(path: str | Path, key: str) -> list:
 
     path = Path(path)
     try:
-        document = yaml.safe_load(read_text(path))
+        document = safe_yaml(read_text(path))
     except yaml.YAMLError as exc:
         raise InputError(f"not valid YAML: {exc}", file=path) from None
+    except YAMLTooLarge as exc:
+        raise InputError(f"YAML refused: {exc}", file=path) from None
     entries = document.get(key) if isinstance(document, dict) else None
     if not isinstance(entries, list) or not entries:
         raise InputError("expected a non-empty list", file=path, field=key)
@@ -219,6 +281,8 @@ def read_jsonl(path: Path) -> list[tuple[int, dict]]:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", file=path, line=line_no) from None
+        except RecursionError:
+            raise InputError(TOO_DEEP, file=path, line=line_no) from None
         if not isinstance(obj, dict):
             raise InputError("expected one JSON object per line", file=path, line=line_no)
         rows.append((line_no, obj))
@@ -333,6 +397,8 @@ def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
             obj = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(f"invalid JSON: {exc.msg}", file=path, line=number) from None
+        except RecursionError:
+            raise InputError(TOO_DEEP, file=path, line=number) from None
         if not isinstance(obj, dict):
             raise InputError("expected one JSON object per line", file=path, line=number)
         yield number, obj
@@ -347,11 +413,13 @@ def read_yaml_mapping(path: str | Path) -> dict:
     if not text.strip():
         raise InputError("the file is empty", file=path)
     try:
-        document = yaml.safe_load(text)
+        document = safe_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         raise InputError(f"not valid YAML: {getattr(exc, 'problem', None) or exc}", file=path,
                          line=mark.line + 1 if mark is not None else None) from None
+    except YAMLTooLarge as exc:
+        raise InputError(f"YAML refused: {exc}", file=path) from None
     if not isinstance(document, dict):
         raise InputError("expected a mapping of keys to values at the top level", file=path)
     return document

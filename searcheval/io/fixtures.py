@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from searcheval.errors import InputError
+from searcheval.io.escape import csv_value
 from searcheval.io.files import (
     json_line_of,
     number_field,
@@ -207,6 +208,7 @@ def load_judgments(
         if len(row) != len(header):
             raise InputError(f"expected {len(header)} columns, got {len(row)}", file=path,
                              line=line_no)
+        row = [csv_value(cell) for cell in row]  # a cell `judgments export` neutralised
         qid = row[col["query_id"]].strip()
         doc = row[col["resource_id"]].strip()
         if not qid:

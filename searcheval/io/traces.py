@@ -510,10 +510,17 @@ def _scan_file(fh, path: Path, grade_scale: tuple[int, int], bad: BadLines,
                 if not line.strip():
                     continue
                 bad.lines += 1
+                if "\\u0000" in line or "\x00" in line:  # before it reaches Postgres
+                    bad.add(line_no, "holds a NUL character (\\u0000), which Postgres text "
+                                     "cannot carry")
+                    continue
                 try:
                     trace = parse_trace(loads(line.rstrip("\r\n")), grade_scale=grade_scale)
                 except json.JSONDecodeError as exc:
                     bad.add(line_no, f"invalid JSON: {exc.msg} (column {exc.colno})")
+                    continue
+                except RecursionError:
+                    bad.add(line_no, "invalid JSON: nested too deep")
                     continue
                 except TraceError as exc:
                     bad.add(line_no, str(exc))

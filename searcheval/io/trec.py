@@ -60,8 +60,15 @@ def write_trec_run(run: RankedRun, path: str | Path, tag: str | None = None) -> 
     so trec_eval, which orders by score and breaks ties by document id, ranks the file exactly as
     the scores were ranked here: rounding would turn near-ties into ties and reorder them."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tag = tag or run.configuration
+    for value, what in [(tag, "tag")] + [(qid, "query id") for qid in run.results] + [
+            (doc, "document id") for hits in run.results.values() for doc, _ in hits]:
+        if not str(value) or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in str(value)):
+            raise InputError(f"a {what} {str(value)[:60]!r} is empty or holds whitespace or a "
+                             "control character: a TREC run file separates its columns by "
+                             "whitespace, so it cannot be written (refused, not encoded)",
+                             file=path, field=what)
+    path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "w", encoding="utf-8") as fh:
         for qid in sorted(run.results):
             for rank, (doc, score) in enumerate(run.results[qid], start=1):

@@ -26,8 +26,27 @@ This module imports FastAPI (its handlers' annotations must resolve at module le
 `searcheval rate` and the tests import it.
 
 Access: bound to a loopback address it needs nothing; bound to any other address it needs a token
-(`searcheval rate` reads it from SEARCHEVAL_RATE_TOKEN or a Prefect Secret block), given once as
-`?token=` and kept in a same-site cookie.
+of at least 16 characters (`searcheval rate` reads it from SEARCHEVAL_RATE_TOKEN or a Prefect
+Secret block), given once as `?token=`; a correct `?token=` wins over any cookie.
+
+What a browser can trust (issue 28; docs/security.md):
+
+- **sessions**: the first page a browser opens starts a session; its cookie (`searcheval_rate`,
+  HttpOnly, SameSite=Strict) holds a random session id, never the token;
+- **CSRF**: every state-changing request (`POST /grade`, `POST /undo`) must carry the session's
+  CSRF token (the form's hidden `csrf` field, or the `X-CSRF-Token` header the script sends),
+  must not come from another site or port (`Sec-Fetch-Site` other than same-origin or none is
+  refused; so is an `Origin` that is not the page's own), and must have the session cookie;
+- **Host**: a request whose Host header is not a name the page serves (`allowed_hosts`: the
+  loopback names and the bound address, or what `searcheval rate --allowed-host` adds) is refused
+  with 421, so a DNS-rebinding page cannot read the queue;
+- **bodies**: at most `MAX_BODY` bytes (refused with 413 by Content-Length, and by counting what
+  is streamed, so a 400 MB POST never reaches memory);
+- **headers**: a Content-Security-Policy with a nonce per page (no other script, no framing, forms
+  post only here), X-Frame-Options: DENY, Referrer-Policy: same-origin,
+  X-Content-Type-Options: nosniff, Cache-Control: no-store;
+- ids in links are URL-encoded (a query id may hold `/`); the undo's message is kept in the
+  session, never read from the URL.
 """
 
 from __future__ import annotations
@@ -54,6 +73,12 @@ from searcheval.types import Collection
 
 COOKIE = "searcheval_rate"
 FORM_FIELDS = {"query_id", "doc_id", "grade", "expected", "version"}
+CSRF_FIELD = "csrf"
+CSRF_HEADER = "x-csrf-token"
+MIN_TOKEN_LENGTH = 16
+MAX_BODY = 64 * 1024  # bytes of one request body: a grade's form is a few hundred
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_SESSIONS = 1000  # browser sessions kept; the oldest is dropped past it
 
 GUIDELINE = {
     3: "Exactly what the query asks for: the listing a user with this intent wants first.",
@@ -73,10 +98,38 @@ def is_loopback(host: str) -> bool:
 
 
 def check_binding(host: str, token: str | None) -> None:
-    """Refuse a non-loopback address without a token."""
+    """Refuse a non-loopback address without a token, and a token shorter than
+    MIN_TOKEN_LENGTH characters anywhere."""
     if not is_loopback(host) and not token:
         raise InputError(f"the rating page on {host} (not a loopback address) needs a token: set "
                          "SEARCHEVAL_RATE_TOKEN or pass --token-secret BLOCK", field="host")
+    check_token(token)
+
+
+def check_token(token: str | None) -> None:
+    if token is not None and len(token) < MIN_TOKEN_LENGTH:
+        raise InputError(f"expected a token of at least {MIN_TOKEN_LENGTH} characters, got "
+                         f"{len(token)} (e.g. python -c 'import secrets; "
+                         "print(secrets.token_urlsafe(24))')", field="token")
+
+
+def allowed_hosts_for(host: str, extra=()) -> frozenset[str]:
+    """The Host names the page answers: the loopback names, the bound address, and `extra`; bound
+    to every address (0.0.0.0, ::), also this machine's name."""
+    import socket
+
+    names = set(LOOPBACK_NAMES) | {host.strip("[]").lower()} | {h.lower() for h in extra}
+    if host in ("0.0.0.0", "::", ""):
+        names |= {socket.gethostname().lower(), socket.getfqdn().lower()}
+    return frozenset(names)
+
+
+def host_name(header: str) -> str:
+    """The name of a Host header: `127.0.0.1:8765` -> 127.0.0.1, `[::1]:80` -> ::1."""
+    header = header.strip().lower()
+    if header.startswith("["):
+        return header[1:header.find("]")] if "]" in header else header
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
 
 
 @dataclass
@@ -103,6 +156,7 @@ class RatingSession:
         self.pairs = {(i["query_id"], i["doc_id"]): i for i in mine}
         lo, hi = self.collection.grade_scale
         self.grades = list(range(int(lo), int(hi) + 1))
+        check_token(self.token)
 
     # -- reads ------------------------------------------------------------------------------
 
@@ -216,34 +270,145 @@ class RatingSession:
                      "progress": self.progress(conn)}
 
 
-def create_app(session: RatingSession):
-    """The FastAPI app of one rating session."""
+class BodyTooLarge(Exception):
+    pass
+
+
+@dataclass
+class BrowserSession:
+    """One browser's session: its CSRF token and the message its next page shows."""
+
+    csrf: str = field(default_factory=lambda: secrets.token_urlsafe(32))
+    flash: str = ""
+
+
+def create_app(session: RatingSession, allowed_hosts=None, max_body: int = MAX_BODY):
+    """The FastAPI app of one rating session; `allowed_hosts`: the Host names it answers
+    (default: the loopback names)."""
+    from urllib.parse import quote
+
     templates = Environment(loader=PackageLoader("searcheval.judging", "templates"),
                             autoescape=select_autoescape(["html"]))
+    templates.filters["path"] = lambda value: quote(str(value), safe="")
+    hosts = frozenset(h.lower() for h in (allowed_hosts or LOOPBACK_NAMES))
+    browsers: dict[str, BrowserSession] = {}
     app = FastAPI(title="searcheval rating page", docs_url=None, redoc_url=None,
                   openapi_url=None)
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        if host_name(request.headers.get("host", "")) not in hosts:
+            return security_headers(HTMLResponse(
+                "<h1>421</h1><p>This rating page does not serve that host name.</p>",
+                status_code=421), "")
+        length = request.headers.get("content-length", "")
+        if length and (not length.isdigit() or int(length) > max_body):
+            return security_headers(refusal(request, 413, f"a request body over {max_body:,} "
+                                            "bytes: nothing was written"), "")
+        return await call_next(request)
+
+    def security_headers(response: Response, nonce: str) -> Response:
+        script = f"'nonce-{nonce}'" if nonce else "'none'"
+        response.headers["Content-Security-Policy"] = (
+            f"default-src 'none'; script-src {script}; style-src {script}; "
+            "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+            "img-src 'none'")
+        response.headers["X-Frame-Options"] = "DENY"
+        # same-origin, not no-referrer: with no-referrer Chromium sends `Origin: null` on the
+        # page's own form posts; same-origin still sends nothing (no ?token=) to another site
+        response.headers["Referrer-Policy"] = "same-origin"
+        response.headers["X-Content-Type-Options"] = "nosniff"
+        response.headers["Cache-Control"] = "no-store"
+        return response
+
+    def page(name: str, status_code: int = 200, **values) -> Response:
+        nonce = secrets.token_urlsafe(16)
+        return security_headers(HTMLResponse(templates.get_template(name).render(
+            nonce=nonce, **values), status_code=status_code), nonce)
+
+    def browser(request: Request) -> BrowserSession | None:
+        sid = request.cookies.get(COOKIE) or ""
+        return browsers.get(sid) if sid else None
 
     def authorised(request: Request) -> bool:
         if not session.token:
             return True
-        given = request.cookies.get(COOKIE) or request.query_params.get("token") or ""
-        return secrets.compare_digest(given.encode(), session.token.encode())
+        given = request.query_params.get("token")
+        if given is not None:  # a correct ?token= wins over a stale cookie; a wrong one loses
+            return secrets.compare_digest(given.encode(), session.token.encode())
+        return browser(request) is not None
 
     def denied() -> Response:
-        return HTMLResponse("<h1>401</h1><p>This rating page needs its token: open it with "
-                            "<code>?token=...</code>.</p>", status_code=401)
+        return page("error.html", 401, message="This rating page needs its token: open it "
+                                                "with ?token=...")
 
-    def with_cookie(response: Response, request: Request) -> Response:
-        if session.token and request.query_params.get("token"):
-            response.set_cookie(COOKIE, session.token, httponly=True, samesite="strict")
+    def ensure(request: Request) -> tuple[BrowserSession, str | None]:
+        """The browser's session, or a new one (and its id, for the cookie) when it has none or
+        a ?token= was given: the cookie holds a session id, never the token."""
+        mine = browser(request) if request.query_params.get("token") is None else None
+        if mine is not None:
+            return mine, None
+        while len(browsers) >= MAX_SESSIONS:  # the oldest go first
+            browsers.pop(next(iter(browsers)))
+        sid = secrets.token_urlsafe(32)
+        browsers[sid] = mine = BrowserSession()
+        return mine, sid
+
+    def with_session(response: Response, sid: str | None) -> Response:
+        if sid is not None:
+            response.set_cookie(COOKIE, sid, httponly=True, samesite="strict", path="/")
         return response
 
     def wants_json(request: Request) -> bool:
         return "application/json" in request.headers.get("accept", "")
 
+    def refusal(request: Request, status: int, error: str) -> Response:
+        if wants_json(request):
+            return JSONResponse({"error": error}, status_code=status)
+        return page("error.html", status, message=error)
+
+    def forged(request: Request, form: dict[str, list[str]] | None) -> str | None:
+        """Why a state-changing request is refused (None: it may go on)."""
+        site = request.headers.get("sec-fetch-site")
+        if site is not None and site not in ("same-origin", "none"):
+            return f"a request from another site ({site}) is refused: nothing was written"
+        origin = request.headers.get("origin")
+        if origin is not None:
+            own = f"{request.url.scheme}://{request.headers.get('host', '')}".lower()
+            if origin.lower() != own:
+                return "a request from another origin is refused: nothing was written"
+        mine = browser(request)
+        if mine is None:
+            return ("no session: open the rating page first (its form carries what a grade "
+                    "needs): nothing was written")
+        given = request.headers.get(CSRF_HEADER) or \
+            ((form or {}).get(CSRF_FIELD) or [""])[0]
+        if not secrets.compare_digest(given.encode(), mine.csrf.encode()):
+            return "expected this page's CSRF token: reload the page; nothing was written"
+        return None
+
     async def read_form(request: Request) -> dict[str, list[str]]:
-        body = (await request.body()).decode("utf-8", errors="replace")
-        return parse_qs(body, keep_blank_values=True)
+        body = bytearray()
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > max_body:
+                raise BodyTooLarge()
+        return parse_qs(body.decode("utf-8", errors="replace"), keep_blank_values=True)
+
+    async def checked_form(request: Request):
+        """(form without its csrf field, None) or (None, the refusal)."""
+        if not authorised(request):
+            return None, denied()
+        try:
+            form = await read_form(request)
+        except BodyTooLarge:
+            return None, refusal(request, 413, f"a request body over {max_body:,} bytes: "
+                                               "nothing was written")
+        why = forged(request, form)
+        if why:
+            return None, refusal(request, 403, why)
+        form.pop(CSRF_FIELD, None)
+        return form, None
 
     @app.get("/", response_class=HTMLResponse)
     def home(request: Request):
@@ -251,61 +416,67 @@ def create_app(session: RatingSession):
             return denied()
         with connect(session.database_url) as conn:
             qid = session.first_open_query(conn)
+        _, sid = ensure(request)
         if qid is None:
-            return with_cookie(HTMLResponse(templates.get_template("empty.html").render(
-                pool=session.pool, judge=session.judge)), request)
-        return with_cookie(RedirectResponse(f"/q/{qid}", status_code=303), request)
+            return with_session(page("empty.html", pool=session.pool, judge=session.judge), sid)
+        return with_session(security_headers(RedirectResponse(
+            f"/q/{quote(qid, safe='')}", status_code=303), ""), sid)
 
-    @app.get("/q/{query_id}", response_class=HTMLResponse)
-    def query_page(query_id: str, request: Request, message: str | None = None):
+    @app.get("/q/{query_id:path}", response_class=HTMLResponse)
+    def query_page(query_id: str, request: Request):
         if not authorised(request):
             return denied()
         if query_id not in session.order:
-            return HTMLResponse(templates.get_template("error.html").render(
-                message=f"unknown query {query_id!r}: it is not in pool "
-                        f"{session.pool['pool_id']} for {session.judge}"), status_code=404)
+            return page("error.html", 404,
+                        message=f"unknown query {query_id!r}: it is not in pool "
+                                f"{session.pool['pool_id']} for {session.judge}")
         with connect(session.database_url) as conn:
             docs = session.documents(conn, query_id)
             progress = session.progress(conn)
         i = session.order.index(query_id)
         query = session.queries[query_id]
-        html = templates.get_template("query.html").render(
-            query=query, docs=docs, progress=progress, judge=session.judge,
+        mine, sid = ensure(request)
+        message, mine.flash = mine.flash, ""
+        response = page(
+            "query.html", query=query, docs=docs, progress=progress, judge=session.judge,
             grades=session.grades, guideline=[(g, GUIDELINE.get(g, "")) for g in
                                               reversed(session.grades)],
             guideline_version=session.guideline, number=i + 1, of=len(session.order),
             previous=session.order[i - 1] if i > 0 else None,
             next=session.order[i + 1] if i + 1 < len(session.order) else None,
-            message=message)
-        return with_cookie(HTMLResponse(html), request)
+            message=message, csrf=mine.csrf)
+        return with_session(response, sid)
 
     @app.post("/grade")
     async def grade(request: Request):
-        if not authorised(request):
-            return denied()
-        form = await read_form(request)
+        form, refused = await checked_form(request)
+        if refused is not None:
+            return refused
         with connect(session.database_url) as conn:
             status, body = session.grade(conn, form)
         if wants_json(request):
             return JSONResponse(body, status_code=status)
         qid = (form.get("query_id") or [""])[0]
         if status == 200:
-            return RedirectResponse(f"/q/{qid}", status_code=303)
-        return HTMLResponse(templates.get_template("error.html").render(message=body["error"]),
-                            status_code=status)
+            return RedirectResponse(f"/q/{quote(qid, safe='')}", status_code=303)
+        return page("error.html", status, message=body["error"])
 
     @app.post("/undo")
     async def undo(request: Request):
-        if not authorised(request):
-            return denied()
+        form, refused = await checked_form(request)
+        if refused is not None:
+            return refused
         with connect(session.database_url) as conn:
             status, body = session.undo(conn)
+        if status == 200:
+            last = body["undone"]
+            browser(request).flash = f"undone: {last['doc_id']} (was {last['grade']})"
         if wants_json(request):
             return JSONResponse(body, status_code=status)
         if status == 200:
-            return RedirectResponse(f"/q/{body['undone']['query_id']}", status_code=303)
-        return HTMLResponse(templates.get_template("error.html").render(message=body["error"]),
-                            status_code=status)
+            return RedirectResponse(f"/q/{quote(body['undone']['query_id'], safe='')}",
+                                    status_code=303)
+        return page("error.html", status, message=body["error"])
 
     return app
 

@@ -18,7 +18,15 @@ from pathlib import Path
 
 from searcheval.errors import InputError
 from searcheval.io.beir import load_beir_qrels
-from searcheval.io.files import parse_grade, parse_time, read_jsonl, read_text
+from searcheval.io.escape import csv_row, csv_value
+from searcheval.io.files import (
+    control_problem,
+    csv_problem,
+    parse_grade,
+    parse_time,
+    read_jsonl,
+    read_text,
+)
 from searcheval.judging.judgments import Effective, JudgmentRow, check_judge, check_source
 from searcheval.types import Collection
 
@@ -81,6 +89,12 @@ def read_judgment_file(path: str | Path, collection: Collection, *, judge: str |
     seen: dict[tuple[str, str, str], int] = {}
     for line_no, fields in raw:
         line = line_no or None
+        for name in ("query_id", "doc_id", "judge", "note", "guideline", "judged_at"):
+            value = fields.get(name)
+            problem = control_problem(value, identifier=name in ("query_id", "doc_id", "judge")) \
+                if isinstance(value, str) else None
+            if problem:
+                raise InputError(f"the value {problem}", file=path, line=line, field=name)
         qid = str(fields.get("query_id") or "").strip()
         doc = str(fields.get("doc_id") or "").strip()
         if not qid:
@@ -128,11 +142,15 @@ def read_judgment_file(path: str | Path, collection: Collection, *, judge: str |
 
 def _csv_rows(path: Path) -> list[tuple[int, dict]]:
     text = read_text(path)
-    reader = csv.reader(text.splitlines())
+    # a StringIO, not splitlines(): a newline inside a quoted cell stays in the cell (and an id
+    # holding one is refused as a control character), never silently joined to the next line
+    reader = csv.reader(io.StringIO(text, newline=""))
     try:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise InputError("the file is empty", file=path) from None
+    except csv.Error as exc:
+        raise InputError(csv_problem(exc, "CSV"), file=path, line=reader.line_num) from None
     if "doc_id" in header and "resource_id" not in header:
         header = ["resource_id" if h == "doc_id" else h for h in header]
     missing = [c for c in CSV_REQUIRED if c not in header]
@@ -147,13 +165,20 @@ def _csv_rows(path: Path) -> list[tuple[int, dict]]:
                          f"{','.join(CSV_REQUIRED)} and any of judged_at,judge,note,guideline",
                          file=path, line=1)
     out = []
-    for line_no, row in enumerate(reader, start=2):
+    while True:
+        line_no = reader.line_num + 1  # the line the row starts on
+        try:
+            row = next(reader)
+        except StopIteration:
+            break
+        except csv.Error as exc:
+            raise InputError(csv_problem(exc, "CSV"), file=path, line=reader.line_num) from None
         if not row or all(not c.strip() for c in row):
             continue
         if len(row) != len(header):
             raise InputError(f"expected {len(header)} columns, got {len(row)}", file=path,
                              line=line_no)
-        fields = dict(zip(header, row))
+        fields = dict(zip(header, map(csv_value, row)))  # a cell export neutralised, read back
         fields["doc_id"] = fields.pop("resource_id")
         out.append((line_no, fields))
     return out
@@ -195,7 +220,8 @@ def export_effective(effective: Effective, fmt: str) -> str:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(["query_id", "resource_id", "grade", "judged_at", "judge"])
         for j in judgments:
-            writer.writerow([j.query_id, j.doc_id, j.grade, _time(j.judged_at), j.judge or ""])
+            writer.writerow(csv_row([j.query_id, j.doc_id, j.grade, _time(j.judged_at),
+                                     j.judge or ""]))
     else:
         for j in judgments:
             out.write(json.dumps({"query_id": j.query_id, "doc_id": j.doc_id, "grade": j.grade,
@@ -223,9 +249,9 @@ def export_rows(rows: list[JudgmentRow], fmt: str) -> str:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(ALL_COLUMNS)
         for r in rows:
-            writer.writerow([r.query_id, r.doc_id, r.grade, _time(r.judged_at), r.judge, r.source,
-                             r.guideline or "", r.note or "", r.origin or "",
-                             _time(r.retracted_at)])
+            writer.writerow(csv_row([r.query_id, r.doc_id, r.grade, _time(r.judged_at), r.judge,
+                                     r.source, r.guideline or "", r.note or "",
+                                     r.origin or "", _time(r.retracted_at)]))
     else:
         for r in rows:
             out.write(json.dumps({**r.to_dict(), "origin": r.origin,

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from searcheval.defaults import POOL_DEPTH
 from searcheval.errors import InputError
+from searcheval.io.escape import csv_cell
 from searcheval.io.files import read_json
 from searcheval.io.trec import load_trec_run
 from searcheval.judging.versions import Version
@@ -154,7 +155,7 @@ def write_pool(rows: list[dict], fmt: str) -> str:
                                           "judges_needed", "assigned"]
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(rows)
+    writer.writerows({k: csv_cell(v) for k, v in row.items()} for row in rows)
     return out.getvalue()
 
 

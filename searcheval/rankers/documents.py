@@ -12,14 +12,24 @@ A configuration names its lookup under `documents:`
       content_hash: content_hash   # optional: its hash (else: sha256 of the whole document)
       depth: 10              # results of every query looked up (beside every judged document)
       headers: {Authorization: {env: DOCS_TOKEN}}  # http: as the http kind's headers
-      timeout_s: 5
+      timeout_s: 5           # http: the deadline of one request (connect to last byte)
       concurrency: 8
+      max_response_bytes: 4194304  # http: most bytes of one answer (wire and decoded)
+      max_json_depth: 64     # deepest nesting of a document's JSON (http and file)
+      max_id_chars: 512      # a longer id is not looked up (a failure of that id)
+      max_title_chars: 500   # a title is cut to this many characters
 
 A run looks up every judged document and the top `depth` results of every query (10: the diff's
 and the pool's depth) once per distinct lookup, and keeps what came back in Postgres
 (`store.documents`): per run, what its diff shows; per dataset and document, the versions the
 lookup reported (`judging.versions`), what the pool, the rating page and staleness read. Headers
-are read from the environment when the lookup runs and are never kept.
+are read from the environment when the lookup runs and are never kept (they are remembered by
+`searcheval.redaction`, so no cause or text kept quotes them).
+
+Every answer is bounded (`searcheval.rankers.bounded`): its time, its bytes, its JSON's nesting;
+an id over `max_id_chars` is not asked for; a title is cut at `max_title_chars` characters and a
+text at 2,000 (`TEXT_KEPT`). Going over a bound is a failure of that document, named in
+`failed`, never a crash of the run.
 
 A document's content hash is the value at `content_hash` when the configuration names that path
 and the document has it; otherwise the sha256 of the document's canonical JSON (keys sorted, no
@@ -60,6 +70,11 @@ PARAMS = {
     "headers": Param("mapping", {}),
     "timeout_s": Param("number", 5.0, above=0.0, maximum=600.0),
     "concurrency": Param("integer", 8, minimum=1, maximum=64),
+    "max_response_bytes": Param("integer", 4 * 1024 * 1024, minimum=1024,
+                                maximum=1024 * 1024 * 1024),
+    "max_json_depth": Param("integer", 64, minimum=2, maximum=10_000),
+    "max_id_chars": Param("integer", 512, minimum=1, maximum=1_000_000),
+    "max_title_chars": Param("integer", 500, minimum=1, maximum=1_000_000),
     # what the diff and the pool show of every query by default
     "depth": Param("integer", max(DIFF_TOP_K, POOL_DEPTH), minimum=0, maximum=1000),
 }
@@ -76,6 +91,10 @@ def check_lookup(raw: Any, entry: str, file: str | None) -> dict:
     if params["url"] is not None and "{id}" not in params["url"]:
         raise InputError("expected {id} in the lookup URL", file=file,
                          field=f"{entry}.documents.url")
+    if params["url"] is not None:
+        from searcheval.rankers.http import check_url_credentials
+
+        check_url_credentials(params, f"{entry}.documents", file, names=("url",))
     if params["file"] is not None:
         path = Path(params["file"])
         if not path.is_absolute() and file and not file.startswith("<"):
@@ -117,18 +136,30 @@ def _shown(document: Mapping, params: dict) -> dict:
     text = _get(document, params["text"])
     title = _get(document, params["title"])
     named = _get(document, params["content_hash"])
-    return {"title": None if title is None else str(title),
-            "text": None if text is None else str(text)[:TEXT_KEPT],
+    return {"title": None if title is None else _cut(str(title), params["max_title_chars"]),
+            "text": None if text is None else _cut(str(text), TEXT_KEPT),
             "content_hash": str(named) if named is not None else document_hash(document),
             "hash_source": "field" if named is not None else "document"}
+
+
+def _cut(text: str, chars: int) -> str:
+    """At most `chars` characters, NUL removed (Postgres text cannot hold it)."""
+    return text[:chars].replace("\x00", "")
 
 
 def look_up(params: dict, ids: Iterable[str]) -> dict:
     """{"documents": {id: {title, text, content_hash, hash_source}}, "gone": [ids],
     "failed": {id: cause}}; `hash_source` says where the hash is from: `field` (the document's
     `content_hash`) or `document` (the sha256 of the whole document)."""
+    from searcheval.rankers.bounded import AnswerRefused, Bounds, check_depth
+
+    params = {**{k: p.default for k, p in PARAMS.items()}, **params}
     ids = sorted(set(ids))
     out: dict = {"documents": {}, "gone": [], "failed": {}}
+    for doc_id in [d for d in ids if len(d) > params["max_id_chars"]]:
+        out["failed"][doc_id] = (f"id of {len(doc_id):,} characters, over max_id_chars "
+                                 f"({params['max_id_chars']}): not looked up")
+    ids = [d for d in ids if len(d) <= params["max_id_chars"]]
     if params["file"] is not None:
         held = {}
         with open(params["file"], encoding="utf-8") as fh:
@@ -136,8 +167,12 @@ def look_up(params: dict, ids: Iterable[str]) -> dict:
                 if not line.strip():
                     continue
                 try:
+                    check_depth(line.encode(), params["max_json_depth"])
                     document = json.loads(line)
-                except ValueError:
+                except AnswerRefused as exc:
+                    raise InputError(f"expected one JSON object per line: {exc}",
+                                     file=params["file"], line=number) from None
+                except (ValueError, RecursionError):
                     raise InputError("expected one JSON object per line", file=params["file"],
                                      line=number) from None
                 doc_id = _get(document, params["id"])
@@ -151,27 +186,40 @@ def look_up(params: dict, ids: Iterable[str]) -> dict:
         return out
     import httpx
 
+    from searcheval.rankers.bounded import bounded_client, read_json
+    from searcheval.redaction import redact, remember
+
     headers = {}
     for header, spec in params["headers"].items():
         value = os.environ.get(spec["env"])
         if not value:
             raise InputError(f"the environment variable {spec['env']} is not set (the value of "
                              f"header {header})", field=f"documents.headers.{header}")
+        remember(value)
         headers[header] = value
-    with httpx.Client(headers=headers, timeout=params["timeout_s"]) as client:
+    bounds = Bounds(deadline_s=params["timeout_s"], max_bytes=params["max_response_bytes"],
+                    max_depth=params["max_json_depth"])
+    with bounded_client(headers=headers, concurrency=params["concurrency"],
+                        read_timeout=params["timeout_s"]) as client:
         def one(doc_id: str):
             try:
-                response = client.get(params["url"].replace("{id}", quote(doc_id, safe="")))
-            except httpx.HTTPError as exc:
+                _, _, document = read_json(client, bounds, "GET",
+                                           params["url"].replace("{id}", quote(doc_id, safe="")))
+            except AnswerRefused as exc:
+                if exc.status in (404, 410):
+                    return doc_id, "gone", None
+                if exc.status is not None and 300 <= exc.status < 400:
+                    return doc_id, None, (f"HTTP {exc.status}: a redirect (redirects are not "
+                                          "followed: point the lookup's url at the final "
+                                          "address)")
+                if exc.message.startswith("HTTP "):
+                    return doc_id, None, exc.message
+                return doc_id, None, redact(exc.message)
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 return doc_id, None, f"{type(exc).__name__}"
-            if response.status_code in (404, 410):
-                return doc_id, "gone", None
-            if response.status_code >= 400:
-                return doc_id, None, f"HTTP {response.status_code}"
-            try:
-                return doc_id, response.json(), None
-            except ValueError:
-                return doc_id, None, "not JSON"
+            if not isinstance(document, Mapping):
+                return doc_id, None, f"expected a JSON object, got {type(document).__name__}"
+            return doc_id, document, None
 
         with ThreadPoolExecutor(max_workers=params["concurrency"]) as pool:
             for doc_id, document, error in pool.map(one, ids):

@@ -8,14 +8,18 @@ Parameters (templates and paths: `searcheval.rankers.templates`):
 | `base_url` | none | prefix of `url` (so one `--set NAME.base_url=...` moves a configuration) |
 | `url` | required | URL template, e.g. `/es/products/_search` or `/search?q={text}` |
 | `method` | GET | GET or POST |
-| `query_params` | {} | name -> template (a list: the parameter repeated) |
+| `query_params` | {} | name -> template (a list: the parameter repeated), or `{env: VAR}` / `{secret: BLOCK}` for a key the service takes in the URL; a parameter named like a credential must come from the environment or a block |
 | `body` | none | JSON body template (POST) |
 | `headers` | {} | name -> a plain value, `{env: VAR}` or `{secret: BLOCK}` (a Prefect Secret block), with an optional `prefix` ("Bearer "); a value that looks like a credential must come from the environment or a block |
 | `id` | required | path of a hit's id, e.g. `hits.hits[*]._id` |
 | `score` | none | path of a hit's score; none: the response's order |
 | `missing_hits_empty` | false | a missing last key of the hits path is an empty result (Vespa) |
 | `notes` | [] | query notes (`intent`, `persona`) the service may receive |
-| `timeout_s` | 10 | per request; a timeout is a failed query (not retried) |
+| `timeout_s` | 10 | the deadline of one request, from connecting to its last byte (not a per-read timeout: an answer dripped slowly fails at it); a timeout is a failed query (not retried) |
+| `max_response_bytes` | 16777216 | most bytes of one answer, on the wire and once decoded (gzip, deflate) |
+| `max_hits` | 10000 | most hits in one answer |
+| `max_json_depth` | 64 | deepest nesting of the answer's JSON |
+| `max_id_chars` | 512 | longest id of a hit |
 | `retries` | 2 | further attempts after a connection error, a 429 or a 5xx |
 | `backoff_s` | 0.2 | first wait before a retry, doubled each time (a 429's Retry-After wins, up to `max_backoff_s`) |
 | `max_backoff_s` | 5 | longest wait |
@@ -30,24 +34,31 @@ limit.
 
 A query that still fails after its retries is an error of that query with its cause (status,
 timeout, connection error, or a response that is not JSON, lacks the hits path or holds an id that
-is neither string nor number); it is never an empty result. Header values are read at run time
-and never stored in the configuration, its hash, results, logs or artifacts.
+is neither string nor number, or an answer over one of its bounds, `searcheval.rankers.bounded`);
+it is never an empty result. Header values and secret query parameters are read at run time and
+never stored in the configuration, its hash, results, logs or artifacts; every one is remembered
+by `searcheval.redaction`, so an answer that quotes it (a 401 body echoing the credential) is
+kept with `[redacted]` in its place. A password in a URL (`https://user:pass@host`) or a literal
+key in the URL's query string is refused like a credential written in a header.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from searcheval.errors import InputError
+from searcheval.rankers.bounded import AnswerRefused, Bounds, bounded_client, read_json
 from searcheval.rankers.limits import Limits, limits_for
 from searcheval.rankers.params import Param
 from searcheval.rankers.registry import Kind, RunContext, register_kind
 from searcheval.rankers.templates import (
     FIELDS,
+    Absent,
     NOTE_FIELDS,
     BadResponse,
     extract_hits,
@@ -57,6 +68,7 @@ from searcheval.rankers.templates import (
     parse_path,
     placeholders,
 )
+from searcheval.redaction import redact, remember
 from searcheval.types import Query, RankedRun
 
 CREDENTIAL_WORDS = ("auth", "key", "token", "secret", "password", "cookie")
@@ -74,6 +86,11 @@ PARAMS = {
     "missing_hits_empty": Param("boolean", False),
     "notes": Param("names", [], choices=NOTE_FIELDS),
     "timeout_s": Param("number", 10.0, above=0.0, maximum=600.0),
+    "max_response_bytes": Param("integer", 16 * 1024 * 1024, minimum=1024,
+                                maximum=1024 * 1024 * 1024),
+    "max_hits": Param("integer", 10_000, minimum=1, maximum=10_000_000),
+    "max_json_depth": Param("integer", 64, minimum=2, maximum=10_000),
+    "max_id_chars": Param("integer", 512, minimum=1, maximum=1_000_000),
     "retries": Param("integer", 2, minimum=0, maximum=10),
     "backoff_s": Param("number", 0.2, minimum=0.0, maximum=60.0),
     "max_backoff_s": Param("number", 5.0, minimum=0.0, maximum=300.0),
@@ -104,29 +121,77 @@ def _validate(params: dict, entry: str, file: str | None) -> None:
             raise InputError(f"unknown placeholder {{{unknown[0]}}}; expected some of "
                              f"{', '.join(sorted(allowed))}{hint}", file=file,
                              field=f"{entry}.{name}")
+    check_url_credentials(params, entry, file)
     if params["body"] is not None and params["method"] == "GET":
         raise InputError("a body needs method: POST", file=file, field=f"{entry}.body")
     for header, spec in params["headers"].items():
         where = f"{entry}.headers.{header}"
         if isinstance(spec, Mapping):
-            sources = [k for k in ("env", "secret") if k in spec]
-            extra = [k for k in spec if k not in ("env", "secret", "prefix")]
-            if len(sources) != 1 or extra or not all(isinstance(spec[k], str) for k in spec):
-                raise InputError("expected {env: VARIABLE} or {secret: BLOCK}, with an optional "
-                                 f"prefix, got {spec!r}", file=file, field=where)
+            _check_secret_spec(spec, file, where)
         elif isinstance(spec, str):
-            if any(word in header.lower() for word in CREDENTIAL_WORDS):
+            if is_credential_name(header):
                 raise InputError("a credential is never written in the configurations file: "
                                  "use {env: VARIABLE} or {secret: BLOCK}", file=file,
                                  field=where)
         else:
             raise InputError(f"expected a string or {{env: VARIABLE}}, got {spec!r}",
                              file=file, field=where)
+    for name, spec in params["query_params"].items():
+        where = f"{entry}.query_params.{name}"
+        if _is_secret_spec(spec):
+            _check_secret_spec(spec, file, where)
+        elif is_credential_name(name) and not _only_placeholders(spec):
+            raise InputError("a credential is never written in the configurations file: use "
+                             "{env: VARIABLE} or {secret: BLOCK}", file=file, field=where)
+
+
+# -- credentials and secrets (issue 28: nothing that came from a secret ever leaves) ----------
+
+def is_credential_name(name: str) -> bool:
+    return any(word in str(name).lower() for word in CREDENTIAL_WORDS)
+
+
+def _is_secret_spec(spec: Any) -> bool:
+    return isinstance(spec, Mapping) and ("env" in spec or "secret" in spec)
+
+
+def _only_placeholders(spec: Any) -> bool:
+    """A value that is nothing but placeholders (`{text}`): data of the query, not a key."""
+    return isinstance(spec, str) and bool(placeholders(spec)) and \
+        not re.sub(r"\{[A-Za-z_][A-Za-z0-9_]*\}", "", spec).strip()
+
+
+def _check_secret_spec(spec: Mapping, file, where: str) -> None:
+    sources = [k for k in ("env", "secret") if k in spec]
+    extra = [k for k in spec if k not in ("env", "secret", "prefix")]
+    if len(sources) != 1 or extra or not all(isinstance(spec[k], str) for k in spec):
+        raise InputError("expected {env: VARIABLE} or {secret: BLOCK}, with an optional "
+                         f"prefix, got {spec!r}", file=file, field=where)
+
+
+def check_url_credentials(params: Mapping, entry: str, file, names=("base_url", "url")) -> None:
+    """Refuse a password in a URL's userinfo and a literal credential in its query string."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    for name in names:
+        url = params.get(name)
+        if not isinstance(url, str):
+            continue
+        parts = urlsplit(url)
+        if "@" in parts.netloc:
+            raise InputError("credentials in a URL (user:password@) are refused: send them in a "
+                             "header from {env: VARIABLE} or {secret: BLOCK}", file=file,
+                             field=f"{entry}.{name}")
+        for key, value in parse_qsl(parts.query, keep_blank_values=True):
+            if is_credential_name(key) and not _only_placeholders(value):
+                raise InputError(f"a credential ({key}=...) is never written in a URL: use "
+                                 "query_params with {env: VARIABLE} or {secret: BLOCK}",
+                                 file=file, field=f"{entry}.{name}")
 
 
 def _secrets(params: dict) -> list[str]:
-    return [spec["secret"] for spec in params["headers"].values()
-            if isinstance(spec, Mapping) and "secret" in spec]
+    specs = list(params["headers"].values()) + list(params["query_params"].values())
+    return [spec["secret"] for spec in specs if isinstance(spec, Mapping) and "secret" in spec]
 
 
 def resolve_headers(configuration, secrets: Mapping[str, str]) -> dict[str, str]:
@@ -137,17 +202,31 @@ def resolve_headers(configuration, secrets: Mapping[str, str]) -> dict[str, str]
         if isinstance(spec, str):
             out[header] = spec
             continue
-        if "env" in spec:
-            value = os.environ.get(spec["env"])
-            where = f"the environment variable {spec['env']}"
-        else:
-            value = secrets.get(spec["secret"])
-            where = f"the Prefect Secret block {spec['secret']}"
-        if not value:
-            raise InputError(f"{where} is not set (the value of header {header})",
-                             field=f"{configuration.name}.headers.{header}")
-        out[header] = spec.get("prefix", "") + value
+        out[header] = spec.get("prefix", "") + _secret_value(
+            spec, secrets, f"header {header}", f"{configuration.name}.headers.{header}")
     return out
+
+
+def resolve_query_secrets(configuration, secrets: Mapping[str, str]) -> dict[str, str]:
+    """The query parameters given as {env:} or {secret:}, read now (remembered for redaction)."""
+    return {name: spec.get("prefix", "") + _secret_value(
+                spec, secrets, f"query parameter {name}",
+                f"{configuration.name}.query_params.{name}")
+            for name, spec in configuration.params["query_params"].items()
+            if _is_secret_spec(spec)}
+
+
+def _secret_value(spec: Mapping, secrets: Mapping[str, str], what: str, field: str) -> str:
+    if "env" in spec:
+        value = os.environ.get(spec["env"])
+        where = f"the environment variable {spec['env']}"
+    else:
+        value = secrets.get(spec["secret"])
+        where = f"the Prefect Secret block {spec['secret']}"
+    if not value:
+        raise InputError(f"{where} is not set (the value of {what})", field=field)
+    remember(value)
+    return value
 
 
 # -- one query --------------------------------------------------------------------------------
@@ -160,8 +239,10 @@ def query_values(query: Query, k: int, notes: Sequence[str]) -> dict[str, Any]:
     return values
 
 
-def build_request(configuration, query: Query, k: int) -> dict:
-    """method, url, params and json of the request for one query."""
+def build_request(configuration, query: Query, k: int,
+                  secret_params: Mapping[str, str] | None = None) -> dict:
+    """method, url, params and json of the request for one query; `secret_params`: the values of
+    the query parameters given as {env:} or {secret:} (`resolve_query_secrets`)."""
     p = configuration.params
     values = query_values(query, k, p["notes"])
     from urllib.parse import quote
@@ -170,8 +251,11 @@ def build_request(configuration, query: Query, k: int) -> dict:
                for name, v in values.items()}
     url = fill_string((p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"]
                       else p["url"], encoded, absent_as_empty=True)
-    request = {"method": p["method"], "url": url,
-               "params": fill_params(p["query_params"], values) or None}
+    plain = {name: spec for name, spec in p["query_params"].items()
+             if not _is_secret_spec(spec)}
+    params = fill_params(plain, values) + [
+        (name, value) for name, value in (secret_params or {}).items()]
+    request = {"method": p["method"], "url": url, "params": params or None}
     if p["body"] is not None:
         request["json"] = fill_body(p["body"], values)
     return request
@@ -184,70 +268,119 @@ class QueryFailed(Exception):
         self.attempts = attempts
 
 
-def _retry_after(response, fallback: float, ceiling: float) -> float:
-    raw = response.headers.get("retry-after") if response is not None else None
+def _retry_after(headers, fallback: float, ceiling: float) -> float:
+    raw = headers.get("retry-after") if headers is not None else None
     try:
         return min(ceiling, max(0.0, float(raw))) if raw is not None else fallback
     except ValueError:
         return fallback
 
 
-def ask(client, configuration, limits: Limits, query: Query, k: int
+def bounds_of(params: Mapping) -> Bounds:
+    """The bounds of one answer of a configuration (`searcheval.rankers.bounded`)."""
+    return Bounds(deadline_s=params["timeout_s"], max_bytes=params["max_response_bytes"],
+                  max_depth=params["max_json_depth"])
+
+
+def ask(client, configuration, limits: Limits, query: Query, k: int,
+        secret_params: Mapping[str, str] | None = None
         ) -> tuple[list[tuple[str, float]], float, float, int]:
     """One query through its retries: (hits, latency ms, round trip ms, attempts); QueryFailed
-    with the cause otherwise. The latency is that of the attempt that answered, from sending the
-    request to the parsed hits (waiting for a free slot is not the service's time)."""
+    with the cause otherwise (its text redacted of every secret). The latency is that of the
+    attempt that answered, from sending the request to the parsed hits (waiting for a free slot
+    is not the service's time)."""
+    try:
+        return _ask(client, configuration, limits, query, k, secret_params)
+    except QueryFailed as exc:
+        raise QueryFailed(redact(exc.cause), exc.attempts) from None
+
+
+def _ask(client, configuration, limits, query, k, secret_params):
     import httpx
 
     p = configuration.params
     id_path = parse_path(p["id"])
     score_path = parse_path(p["score"]) if p["score"] else None
-    request = build_request(configuration, query, k)
+    try:
+        request = build_request(configuration, query, k, secret_params)
+    except Absent as exc:  # pragma: no cover - build_request drops absent fields
+        raise QueryFailed(f"absent field {exc}", 0) from None
+    bounds = bounds_of(p)
     delay = p["backoff_s"]
     attempts = 0
     while True:
         attempts += 1
-        response = None
+        status = headers = None
         with limits.slots:
             limits.wait_turn()  # in the slot: the request starts when its turn comes
             started = time.perf_counter()
             try:
-                response = client.request(**request)
-                cause = None if response.status_code not in RETRY_STATUSES \
-                    else f"HTTP {response.status_code}"
+                status, headers, document = read_json(client, bounds, **request)
+                answered = time.perf_counter()
+                cause = None
+            except AnswerRefused as exc:
+                status, headers = exc.status, exc.headers
+                if status is None or status < 400 or status not in RETRY_STATUSES:
+                    raise QueryFailed(_refusal(exc, id_path), attempts) from None
+                cause = f"HTTP {status}"
             except httpx.TimeoutException:
                 raise QueryFailed(f"timeout after {p['timeout_s']:g} s", attempts) from None
+            except httpx.InvalidURL:
+                raise QueryFailed("invalid URL for this query (a field too long or not "
+                                  "encodable)", attempts) from None
             except httpx.TransportError as exc:
                 cause = f"connection error: {type(exc).__name__}"
             if cause is None:
-                return _parse(response, configuration, query, id_path, score_path, started,
-                              attempts)
+                hits = _hits(document, configuration, id_path, score_path, attempts)
+                latency = (time.perf_counter() - started) * 1000.0
+                return hits, latency, (answered - started) * 1000.0, attempts
         if attempts > p["retries"]:
             raise QueryFailed(cause + (f" after {attempts} attempts" if attempts > 1 else ""),
                               attempts)
-        time.sleep(_retry_after(response, min(delay, p["max_backoff_s"]), p["max_backoff_s"])
-                   if response is not None and response.status_code == 429
-                   else min(delay, p["max_backoff_s"]))
+        time.sleep(_retry_after(headers, min(delay, p["max_backoff_s"]), p["max_backoff_s"])
+                   if status == 429 else min(delay, p["max_backoff_s"]))
         delay *= 2
 
 
-def _parse(response, configuration, query, id_path, score_path, started, attempts):
-    if response.status_code >= 400:
-        text = " ".join(response.text.split())[:160]
-        raise QueryFailed(f"HTTP {response.status_code}: {text}", attempts)
+def _refusal(exc: AnswerRefused, id_path) -> str:
+    """The cause of an answer refused by the bounded reader."""
+    status = exc.status
+    if status is not None and 300 <= status < 400:
+        location = (exc.headers or {}).get("location", "")
+        return (f"HTTP {status}: a redirect{' to ' + location[:200] if location else ''} "
+                "(redirects are not followed: point base_url at the final address)")
+    if exc.message.startswith("HTTP "):
+        return f"{exc.message}: {redact(exc.excerpt)}" if exc.excerpt else exc.message
+    if exc.message == "not JSON":
+        kind = (exc.headers or {}).get("content-type", "no content type") \
+            if exc.headers is not None else "no content type"
+        return (f"bad response: not JSON (HTTP {status}, {kind[:80]}) at path {id_path.text}")
+    return f"bad response: {exc.message}"
+
+
+def _hits(document, configuration, id_path, score_path, attempts) -> list[tuple[str, float]]:
+    p = configuration.params
     try:
-        document = response.json()
-    except ValueError:
-        kind = response.headers.get("content-type", "no content type")
-        raise QueryFailed(f"bad response: not JSON (HTTP {response.status_code}, {kind}) "
-                          f"at path {id_path.text}", attempts) from None
-    try:
-        hits = extract_hits(document, id_path, score_path,
-                            configuration.params["missing_hits_empty"])
+        hits = extract_hits(document, id_path, score_path, p["missing_hits_empty"],
+                            max_hits=p["max_hits"])
     except BadResponse as exc:
         raise QueryFailed(f"bad response: {exc}", attempts) from None
-    latency = (time.perf_counter() - started) * 1000.0
-    return hits, latency, response.elapsed.total_seconds() * 1000.0, attempts
+    for i, (doc_id, _) in enumerate(hits):
+        problem = id_problem(doc_id, p["max_id_chars"])
+        if problem:
+            raise QueryFailed(f"bad response: the id of hit {i} {problem}", attempts)
+    return hits
+
+
+def id_problem(doc_id: str, max_chars: int) -> str | None:
+    """Why an id from a service is refused (None: it is fine): too long, or holding whitespace or
+    control characters (a TREC run file separates its columns by whitespace)."""
+    if len(doc_id) > max_chars:
+        return f"is {len(doc_id):,} characters, over max_id_chars ({max_chars})"
+    if not doc_id or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in doc_id):
+        return (f"{doc_id[:40]!r} is empty or holds whitespace or control characters (ids are "
+                "written to TREC run files, whose columns whitespace separates)")
+    return None
 
 
 def run_http(configuration, context: RunContext, queries: Sequence[Query], query_vectors,
@@ -255,10 +388,9 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     """Every query of the shard, as many at a time as its limits allow (`context.lanes`: the
     part of the configuration's limits this shard owns; None: the limits the configuration
     shares in this process); failures kept per query."""
-    import httpx
-
     p = configuration.params
     headers = resolve_headers(configuration, context.secrets)
+    secret_params = resolve_query_secrets(configuration, context.secrets)
     limits = limits_for((configuration.name, configuration.sha256), p["concurrency"],
                         p["rate_limit"], context.lanes)
     ids = [q.id for q in queries]
@@ -269,15 +401,14 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     errors: dict[str, dict] = {}
     timing: dict[str, dict] = {}
     connections = limits.concurrency  # this shard's slots
-    with httpx.Client(headers=headers, timeout=httpx.Timeout(p["timeout_s"]),
-                      limits=httpx.Limits(max_connections=connections,
-                                          max_keepalive_connections=connections),
-                      follow_redirects=False) as client:
+    with bounded_client(headers=headers, concurrency=connections,
+                        read_timeout=p["timeout_s"]) as client:
 
         def one(query: Query):
             started = time.perf_counter()
             try:
-                hits, ms, round_trip, attempts = ask(client, configuration, limits, query, k)
+                hits, ms, round_trip, attempts = ask(client, configuration, limits, query, k,
+                                                     secret_params)
             except QueryFailed as exc:
                 return query.id, None, {"cause": exc.cause, "attempts": exc.attempts}
             return query.id, (hits[:k], ms, round_trip, attempts,

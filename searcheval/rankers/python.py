@@ -97,6 +97,10 @@ def ranked(returned, k: int) -> list[tuple[str, float]]:
         if isinstance(score, bool) or not isinstance(score, (int, float)) or score != score \
                 or score in (float("inf"), float("-inf")):
             raise BadReturn(f"the score at [{i}] is {score!r:.60}, expected a finite number")
+        if isinstance(doc_id, str) and (not doc_id or any(
+                c.isspace() or ord(c) < 32 or ord(c) == 127 for c in doc_id)):
+            raise BadReturn(f"the id at [{i}] {doc_id[:60]!r} is empty or holds whitespace or "
+                            "a control character (ids are written to TREC run files)")
         if str(doc_id) not in seen:
             seen.add(str(doc_id))
             out.append((str(doc_id), float(score)))

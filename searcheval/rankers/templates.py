@@ -198,10 +198,15 @@ def value_in_hit(hit: Any, path: HitsPath, index: int) -> Any:
 
 
 def extract_hits(document: Any, id_path: HitsPath, score_path: HitsPath | None,
-                 missing_is_empty: bool = False) -> list[tuple[str, float]]:
+                 missing_is_empty: bool = False, max_hits: int | None = None
+                 ) -> list[tuple[str, float]]:
     """[(id, score)] in the order of the response, each id once (its first hit). Without a score
-    path a hit's score is its reverse rank (n, n - 1, ...), so the order is kept."""
+    path a hit's score is its reverse rank (n, n - 1, ...), so the order is kept. More than
+    `max_hits` hits is a BadResponse."""
     hits = hit_list(document, id_path, missing_is_empty)
+    if max_hits is not None and len(hits) > max_hits:
+        raise BadResponse(f"{len(hits):,} hits at {id_path.list_text or 'the response'}, over "
+                          f"max_hits ({max_hits:,})")
     out: list[tuple[str, float]] = []
     seen: set[str] = set()
     for i, hit in enumerate(hits):

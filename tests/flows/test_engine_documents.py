@@ -234,9 +234,10 @@ def test_the_pool_and_the_rating_page_show_the_looked_up_document_and_a_grade_ke
         pool, items = jstore.load_pool(conn, "latest")
     session = RatingSession(database_url=two_runs["url"], collection=collection, pool=pool,
                             items=items, judge="carol")
-    client = TestClient(create_app(session))
+    client = TestClient(create_app(session), base_url="http://127.0.0.1")
     query = two_runs["edited_query"]
     page = client.get(f"/q/{query}").text
+    client.headers["X-CSRF-Token"] = re.search(r'name="csrf-token" content="([^"]+)"', page)[1]
     assert html.escape(truth[edited]["title"]) in page
     assert html.escape(truth[edited]["text"]) in page
     forms = re.findall(r'name="doc_id" value="([^"]+)">\s*<input type="hidden" name="expected" '

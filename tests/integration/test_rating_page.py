@@ -10,6 +10,7 @@ import shutil
 import socket
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -85,6 +86,23 @@ def served(database_module_url):
     server.stop()
 
 
+@contextmanager
+def page_client(url: str, first: str = "/q/q04", **kwargs):
+    """An httpx client that opened `first` (its session cookie) and sends the page's CSRF token
+    with every request, as the page's own script does."""
+    with httpx.Client(base_url=url, **kwargs) as client:
+        opened = client.get(first)
+        assert opened.status_code == 200, opened.text
+        client.headers["X-CSRF-Token"] = csrf_of(opened.text)
+        yield client
+
+
+def csrf_of(html: str) -> str:
+    import re
+
+    return re.search(r'<meta name="csrf-token" content="([^"]+)">', html)[1]
+
+
 def rows_of(url: str, judge: str, retracted: bool = False):
     with connect(url) as conn:
         return [r for r in jstore.load_judgment_rows(conn, "fixtures", include_retracted=True)
@@ -107,16 +125,16 @@ def test_grade_three_with_the_keyboard_undo_one_and_the_rows_are_in_postgres(
             assert hidden not in shown
         order = [page.locator(f"#doc-{i}").get_attribute("data-doc") for i in range(3)]
         page.keyboard.press("3")
-        page.wait_for_function("document.getElementById('progress').dataset.judged === '1'")
+        page.wait_for_selector("#progress[data-judged='1']")
         page.keyboard.press("1")
-        page.wait_for_function("document.getElementById('progress').dataset.judged === '2'")
+        page.wait_for_selector("#progress[data-judged='2']")
         page.keyboard.press("0")
-        page.wait_for_function("document.getElementById('progress').dataset.judged === '3'")
+        page.wait_for_selector("#progress[data-judged='3']")
         assert page.locator("#progress").inner_text() == "3 judged / 2 left"
         graded = {r.doc_id: r.grade for r in rows_of(database_module_url, "ann")}
         assert graded == {order[0]: 3, order[1]: 1, order[2]: 0}
         page.keyboard.press("u")
-        page.wait_for_url("**/q/q04?message=*")
+        page.wait_for_selector("#message:has-text('undone')")  # the next page shows it
         assert f"undone: {order[2]} (was 0)" in page.locator("#message").inner_text()
         assert page.locator("#progress").inner_text() == "2 judged / 3 left"
         live = rows_of(database_module_url, "ann")
@@ -150,9 +168,9 @@ def test_a_second_tab_grading_the_same_pair_is_refused_and_writes_nothing(
         second.goto(served.url + "/q/q05")
         doc = first.locator("#doc-0").get_attribute("data-doc")
         first.keyboard.press("2")
-        first.wait_for_function("document.getElementById('doc-0').dataset.grade === '2'")
+        first.wait_for_selector("#doc-0[data-grade='2']")
         second.keyboard.press("0")
-        second.wait_for_function("document.getElementById('message').textContent.length > 0")
+        second.wait_for_selector("#message:not(:empty)")
         assert "another tab" in second.locator("#message").inner_text()
         assert [(r.doc_id, r.grade) for r in rows_of(database_module_url, "ann")
                 if r.query_id == "q05"] == [(doc, 2)]
@@ -162,7 +180,7 @@ def test_a_second_tab_grading_the_same_pair_is_refused_and_writes_nothing(
 
 def test_bad_input_gets_a_clear_answer_and_writes_nothing(served, database_module_url):
     before = len(rows_of(database_module_url, "ann"))
-    with httpx.Client(base_url=served.url) as client:
+    with page_client(served.url) as client:
         page = client.get("/q/zz99")
         assert page.status_code == 404 and "unknown query" in page.text
         json = {"Accept": "application/json"}
@@ -201,19 +219,22 @@ def test_another_address_needs_a_token_and_the_token_is_checked(database_module_
         check_binding("0.0.0.0", None)
     assert err.value.field == "host"
     check_binding("127.0.0.1", None)
-    check_binding("0.0.0.0", "s3cret")
-    server = Served(create_app(make_session(database_module_url, "tok", token="s3cret")))
+    token = "s3cret-of-the-test-page"
+    check_binding("0.0.0.0", token)
+    server = Served(create_app(make_session(database_module_url, "tok", token=token)))
     try:
         with httpx.Client(base_url=server.url) as client:
             assert client.get("/q/q04").status_code == 401
             assert client.post("/grade", data={"query_id": "q04", "doc_id": "geocoding",
                                                "grade": "1"}).status_code == 401
             assert client.get("/q/q04?token=wrong").status_code == 401
-            opened = client.get("/q/q04?token=s3cret")
-            assert opened.status_code == 200 and "s3cret" not in opened.text
+            opened = client.get(f"/q/q04?token={token}")
+            assert opened.status_code == 200 and token not in opened.text
+            assert token not in str(client.cookies.get("searcheval_rate"))
             graded = client.post("/grade", data={"query_id": "q04", "doc_id": "geocoding",
                                                  "grade": "1"},
-                                 headers={"Accept": "application/json"})  # the cookie
+                                 headers={"Accept": "application/json",  # the cookie, and
+                                          "X-CSRF-Token": csrf_of(opened.text)})  # the page's
             assert graded.status_code == 200
         assert [(r.doc_id, r.grade) for r in rows_of(database_module_url, "tok")] \
             == [("geocoding", 1)]
@@ -300,7 +321,7 @@ def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keep
                 at=datetime.now(timezone.utc), documents={first: {"content_hash": "newer",
                                                                   "title": "New"}}), "run-2")
         page.keyboard.press("2")
-        page.wait_for_function("document.getElementById('progress').dataset.judged === '1'")
+        page.wait_for_selector("#progress[data-judged='1']")
         with connect(database_module_url) as conn:
             rows = [r for r in jstore.load_judgment_rows(conn, "rated-engine")
                     if r.judge == "eve"]
