@@ -152,10 +152,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_results(exc.table, str(exc))
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
-    if isinstance(exc, RunIncomplete):
-        print(exc.table)
+    if isinstance(exc, RunIncomplete):  # published, marked incomplete, alerted: exit 3
+        print_results(exc.table)
         print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_FAILED
     if isinstance(exc, InputError):
         print_refusal(exc, args.all_errors)
         raise exc
@@ -199,7 +199,9 @@ def add_run(sub) -> None:
                                 {EXIT_OK: "the gate passed (or no gate: --no-baseline)",
                                  EXIT_TRIPPED: "the gate tripped (the run is still published)",
                                  EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
-                                 EXIT_FAILED: EXIT_MEANINGS[EXIT_FAILED]}))
+                                 EXIT_FAILED: "the run failed: a backend down or failing "
+                                              "more queries than it allows (published, marked "
+                                              "incomplete, alerted), the database, a model"}))
     add_collection(p)
     p.add_argument("--max-queries", type=int,
                    help="BEIR, WANDS, mappings: evaluate only the first N (judged) queries")

@@ -431,8 +431,16 @@ def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
     out: dict = {"configurations": {}, "incomplete": []}
     for name, run in runs.items():
         allowed = by_name[name].allowed_failures(queries) if name in by_name else 0
-        out["configurations"][name] = {"failed": len(run.errors), "allowed": allowed,
-                                       "queries": queries, "errors": run.errors}
+        entry = {"failed": len(run.errors), "allowed": allowed, "queries": queries,
+                 "errors": run.errors,
+                 "not_sent": sum(1 for e in run.errors.values() if e.get("not_sent")),
+                 # down: it answered no query at all (unreachable, refusing, timing out)
+                 "down": bool(queries) and len(run.errors) >= queries and not run.results}
+        if name in by_name and by_name[name].kind == "http":
+            from searcheval.rankers.http import endpoint
+
+            entry["endpoint"] = endpoint(by_name[name])
+        out["configurations"][name] = entry
         if len(run.errors) > allowed:
             out["incomplete"].append(name)
     return out
@@ -440,12 +448,10 @@ def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
 
 def incomplete_message(failures: dict) -> str:
     """One line: which configurations are incomplete, and the first failure of each."""
-    parts = []
-    for name in failures["incomplete"]:
-        f = failures["configurations"][name]
-        qid, error = next(iter(f["errors"].items()))
-        parts.append(f"{name}: {f['failed']} of {f['queries']} queries failed (allowed "
-                     f"{f['allowed']}); first: query {qid!r}: {error['cause']}")
+    from searcheval.evaluation.alerts import incomplete_summary
+
+    parts = [incomplete_summary(name, failures["configurations"][name])
+             for name in failures["incomplete"]]
     return "run incomplete, not gated: " + "; ".join(parts)
 
 
@@ -547,6 +553,12 @@ def diff_configuration(result: EvaluationResult) -> str | None:
     return next(iter(result.scores), None)
 
 
+def _answered_nothing(result: EvaluationResult, configuration: str) -> bool:
+    """A configuration that answered no query (its backend down) has no list to diff."""
+    f = ((result.failures or {}).get("configurations") or {}).get(configuration) or {}
+    return bool(f.get("down"))
+
+
 def diff_candidate(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:
     """A candidate run's candidate against its served configuration (A = served, B = candidate),
     from the snapshot just published; None for a run without a candidate. Sets
@@ -554,7 +566,9 @@ def diff_candidate(conn: psycopg.Connection, result: EvaluationResult) -> dict |
     from searcheval.evaluation.diff import configurations_diff
 
     side = result.candidate or {}
-    if not side.get("candidate") or not side.get("served"):
+    if not side.get("candidate") or not side.get("served") \
+            or _answered_nothing(result, side["candidate"]) \
+            or _answered_nothing(result, side["served"]):
         return None
     result.candidate_diff = configurations_diff(conn, result.run_id, side["served"],
                                                 side["candidate"])
@@ -567,7 +581,7 @@ def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> di
     from searcheval.evaluation.diff import previous_run_diff
 
     configuration = diff_configuration(result)
-    if configuration is None:
+    if configuration is None or _answered_nothing(result, configuration):
         return None
     result.diff = previous_run_diff(conn, result.run_id, configuration)
     return result.diff

@@ -280,8 +280,12 @@ def markdown_report(result: EvaluationResult) -> str:
     else:
         w(f"- gate: **NOT GATED** ({result.not_gated_reason or 'no baseline'})\n")
     if result.incomplete:
+        from searcheval.evaluation.alerts import incomplete_summary
+
         w(f"- **incomplete**: {', '.join(result.incomplete)} failed more queries than allowed; "
           "the run is not gated\n")
+        for name in result.incomplete:
+            w(f"  - {incomplete_summary(name, result.failures['configurations'][name])}\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
