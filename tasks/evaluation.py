@@ -124,13 +124,18 @@ def judged_documents(collection: Collection) -> set[str]:
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def judgments(collection: Collection, rule: str, max_age_days: int | None,
-              observed: Observed | None = None) -> tuple[Collection, Effective]:
-    """The collection with its effective judgments: the stored rows plus the dataset's file
-    (read only: the seed is written by `seed_judgments` once the inputs are accepted), and what
-    this run's document lookups `observed` (staleness without a catalog)."""
+              observed: Observed | None = None,
+              sources: str | list[str] | None = None) -> tuple[Collection, Effective]:
+    """The collection with its effective judgments: the stored rows that count (`sources`: the
+    run parameter judgment_sources, else the dataset's setting) plus the dataset's file (read
+    only: the seed is written by `seed_judgments` once the inputs are accepted), and what this
+    run's document lookups `observed` (staleness without a catalog)."""
+    from searcheval.judging.source import counted_sources
+
+    counted, counted_from = counted_sources(collection, sources)
     with open_database() as conn:
         return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days,
-                                 observed=observed)
+                                 observed=observed, counted=counted, counted_from=counted_from)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

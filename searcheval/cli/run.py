@@ -57,6 +57,8 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "candidate")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
+    if getattr(args, "judgment_sources", None) is not None:
+        params["judgment_sources"] = args.judgment_sources
     return {**params, "output": str(args.output), "label": args.label}
 
 
@@ -212,6 +214,10 @@ def add_run(sub) -> None:
     p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
                    help="effective grade of a pair: each judge's latest, then median | majority | "
                         f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+    p.add_argument("--judgment-sources", metavar="dataset|all|SOURCES",
+                   help="which judgments count: dataset (the dataset's own qrels only), all, or "
+                        "sources counted beside them, e.g. human,model (default: the dataset's "
+                        "setting, else dataset for BEIR qrels and WANDS labels, all otherwise)")
     p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
                    help="Krippendorff's alpha between judges below which the run alerts "
                         f"(default {defaults.AGREEMENT_FLOOR})")

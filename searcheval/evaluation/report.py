@@ -512,6 +512,21 @@ def what_ran_lines(what_ran: dict) -> list[str]:
     return lines
 
 
+def judgment_set_lines(record: dict | None) -> list[str]:
+    """Which judgments counted, and the judgment set the run was scored with."""
+    if not record:
+        return []
+    from searcheval.judging.source import describe_sources
+
+    counted = record.get("counted") or "all"
+    counted = counted if counted in ("dataset", "all") else tuple(counted.split(","))
+    by_source = ", ".join(f"{n} {s}" for s, n in (record.get("by_source") or {}).items())
+    return [f"judgments counted: {describe_sources(counted)} "
+            f"(`judgment_sources: {record.get('counted')}`, {record.get('counted_from')})",
+            f"judgment set: {record.get('pairs', 0)} graded pair(s) ({by_source or 'none'}); "
+            f"fingerprint `{(record.get('fingerprint') or '')[:19]}`"]
+
+
 def judging_markdown(judging: dict, scores: dict) -> str:
     """The report's Judging section, from metrics.json's `judging` block."""
     out = io.StringIO()
@@ -524,6 +539,8 @@ def judging_markdown(judging: dict, scores: dict) -> str:
         judges = j.get("judges") or {}
         w(f"- {j.get('rows', 0)} judgment row(s) on {j.get('pairs', 0)} pair(s) by "
           f"{len(judges)} judge(s); {j.get('multiply_judged', 0)} pair(s) graded by two or more\n")
+        for line in judgment_set_lines(j.get("set")):
+            w(f"- {line}\n")
     if pool:
         w(f"- pool: {pool.get('size', 0)} unjudged pair(s) in the configurations' top "
           f"{pool.get('k')}: list them with `{pool.get('command')}`\n")
