@@ -282,6 +282,8 @@ def nightly(
     else:
         gated = t.gate(opaque(scores), checked.baseline, tolerance, candidate,
                        dataset_of(collection),
+                       opaque(pipeline.gate_inputs(fresh, qrels, effective,  # gate: like
+                                                   conventions.settings(), depth)),  # with like
                        return_state=True)  # Failed when it trips: the task graph shows where
         verdict = gated.result(raise_on_failure=False)
         if isinstance(verdict, BaseException):
@@ -297,7 +299,7 @@ def nightly(
         model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
-        conventions=conventions.to_dict(),
+        conventions={**conventions.to_dict(), "depth": depth},  # gate: same depth
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),

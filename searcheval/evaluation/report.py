@@ -233,6 +233,9 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    for name, s in result.scores.items():  # a mean over fewer queries is said to be one
+        if s.incomplete_means:
+            lines.append(f"  {name}: {s.incomplete_means}")
     if result.candidate:
         lines.extend(candidate_lines(result.candidate))
     for name in result.incomplete:
@@ -242,6 +245,8 @@ def console_table(result: EvaluationResult) -> str:
     if result.gate is None:
         lines.append(result.gate_line())
     if result.gate is not None:
+        for note in result.gate.notes():  # what moved for another reason than the ranking
+            lines.append(f"  {note}")
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
         for metric in dict.fromkeys(t.metric for t in result.gate.tripped):
@@ -298,13 +303,16 @@ def markdown_report(result: EvaluationResult) -> str:
         cells = []
         for m in metrics:
             ci = s.ci95.get(m)
-            cell = _fmt(s.means.get(m))
+            cell = _fmt(s.means.get(m)) + ("*" if s.incomplete_means else "")
             if ci:
                 cell += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
             cells.append(cell)
         w(f"| {name} | " + " | ".join(cells)
           + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} "
           f"| {_fmt(s.latency_ms.get('p99'), 1)} |\n")
+    for name, s in result.scores.items():
+        if s.incomplete_means:
+            w(f"\n\\* {name}: {s.incomplete_means}: not a mean over every golden query.\n")
     w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
       "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
       f"queries the `{_policy(result)}` policy.\n")
@@ -375,6 +383,26 @@ def markdown_report(result: EvaluationResult) -> str:
                   f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
         else:
             w("No gated metric dropped by more than the tolerance.\n")
+        notes = gate.notes()
+        if notes or gate.like_with_like:
+            w("\n### Like with like\n\nThe gate compares the same queries under the same "
+              "judgments, conventions and depth; what moved for another reason is said here, "
+              "never folded into the delta.\n\n")
+            for note in notes or ["the same queries and judgments on both sides"]:
+                w(f"- {note}\n")
+            rescored = (gate.like_with_like or {}).get("baseline") or {}
+            if rescored.get("status") == "re-scored":
+                w(f"- {rescored['note']}\n")
+            counted = (result.judging.get("judgments") or {}).get("set") or {}
+            if counted:
+                w(f"- judgments counted: `judgment_sources: {counted.get('counted')}` "
+                  f"({counted.get('counted_from')})\n")
+            w("\n| metric | baseline (compared) | as recorded | now | delta | queries |\n"
+              "|---|---|---|---|---|---|\n")
+            for metric, c in gate.compared.items():
+                w(f"| {metric} | {_fmt(c.get('baseline'))} | "
+                  f"{_fmt(c.get('recorded_baseline', c.get('baseline')))} | {_fmt(c.get('value'))} "
+                  f"| {_fmt(c.get('delta'))} | {c.get('queries') or 'all'} |\n")
         if gate.tripped:
             w(f"\nEach query's results against the baseline's run, side by side: "
               f"`searcheval diff baseline {result.run_id}`.\n")
@@ -610,7 +638,8 @@ def conventions_lines(conventions: dict) -> list[str]:
         gain=c["gain"], relevance_level=c["relevance_level"], no_relevant=c["no_relevant"],
         coverage_floor=c["coverage_floor"], grade_scale=tuple(c["grade_scale"]),
         grade_map=tuple(c["grade_map"].items()) if c.get("grade_map") else None,
-        coverage_k=c.get("coverage_k", 10), sources=dict(c.get("sources") or {})).lines()
+        coverage_k=c.get("coverage_k", 10), sources=dict(c.get("sources") or {})).lines() \
+        + ([f"retrieval depth: {c['depth']} results per query"] if c.get("depth") else [])
 
 
 def query_notes(queries, segments: dict[str, list[str]] | None = None) -> dict[str, dict]:
