@@ -79,7 +79,8 @@ def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) ->
         mark = "*" if r.get("failed") else ""  # a mean over fewer queries, marked
         if mark:
             n = r.get("queries") or 0
-            partial.append(f"* {r['run_id']}: {r['failed']} queries failed: means over "
+            partial.append(f"* {r['run_id']}: {r['failed']} quer"
+                           f"{'y' if r['failed'] == 1 else 'ies'} failed: means over "
                            f"{n - r['failed']} of {n}")
         lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
                       + "".join(f"{_fmt(r['metrics'].get(m)) + mark:<11}"
@@ -131,7 +132,7 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
 
 def _configuration_hash(summary: dict, configuration: str) -> str | None:
     """The hash of the resolved configuration, when the run recorded one."""
-    for block in (summary.get("ran"), summary.get("record"), summary):
+    for block in (summary.get("what_ran"), summary.get("ran"), summary.get("record"), summary):
         if not isinstance(block, dict):
             continue
         confs = block.get("configurations")
