@@ -193,6 +193,8 @@ class RunForBaseline:
     baseline: Baseline
     gate_passed: bool | None
     dataset: str | None
+    failures: dict | None = None  # the run's failed queries of the baseline's configuration
+    incomplete: bool = False  # it failed more queries than it allows
 
 
 def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None, *,
@@ -229,7 +231,8 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
                      "metrics": sorted(m for m in GATED_METRICS if m in means)}
     baseline = baseline_from_values(configuration, means, per_query, run_id=run_id,
                                     model=runs[0]["model"], previous=previous, provenance=p)
-    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset)
+    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset,
+                          *_failures(summary, configuration))
 
 
 def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
@@ -270,4 +273,11 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
                                     run_id=doc["run_id"],
                                     model=(doc.get("embeddings") or {}).get("model"),
                                     previous=previous, provenance=p)
-    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset)
+    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset,
+                          *_failures(doc, configuration))
+
+
+def _failures(summary: dict, configuration: str) -> tuple[dict | None, bool]:
+    failures = summary.get("failures") or {}
+    entry = (failures.get("configurations") or {}).get(configuration)
+    return entry, configuration in (failures.get("incomplete") or [])
