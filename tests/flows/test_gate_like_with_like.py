@@ -119,6 +119,13 @@ def test_the_baseline_is_rescored_under_a_grade_added_since(project, flow_env):
     report = (project / "out2" / "latest" / "report.md").read_text()
     assert "### Like with like" in report and "1 grade added (by ann)" in report
 
+    # a baseline from the second run (in Postgres): the judgment set it pins changed
+    code, stdout, err = cli("baseline", "update", "--from-run", second["run_id"], "--baseline",
+                            str(baseline), "--dry-run")
+    assert code == 0, err
+    assert "~ judgments: 2 -> 3 graded pairs" in stdout and "configuration:" not in stdout
+    assert f"(dry run: {baseline} unchanged)" in stdout
+
     # the dataset's own qrels only: ann's grade does not count, nothing changed since the baseline
     code, stdout, err, third = run(project, "out3", "--baseline", str(baseline),
                                    "--judgment-sources", "dataset")
