@@ -134,6 +134,17 @@ def test_the_baseline_is_rescored_under_a_grade_added_since(project, flow_env):
     assert third["gate"]["compared"]["ndcg@10"]["baseline"] == pytest.approx(recorded, abs=1e-12)
     assert third["judging"]["judgments"]["set"]["counted"] == "dataset"
 
+    # the baseline's lists pruned: the gate says so and compares with the values as recorded
+    code, stdout, err = cli("history", "prune", "--older-than", "0m")
+    assert code == 0, err
+    code, stdout, err, fourth = run(project, "out4", "--baseline", str(baseline))
+    assert code == 0, err
+    like = fourth["gate"]["like_with_like"]["baseline"]
+    assert like["status"] == "as recorded" and "were pruned" in like["note"]
+    assert like["judgments"]["added"] == 1  # the judgments' change is still named
+    assert fourth["gate"]["compared"]["ndcg@10"]["baseline"] == pytest.approx(recorded, abs=1e-12)
+    assert f"the ranked lists of the baseline's run {first['run_id']} were pruned" in stdout
+
 
 @pytest.fixture
 def service(example_service):
