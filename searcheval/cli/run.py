@@ -45,6 +45,10 @@ def run_request(args: argparse.Namespace):
     request.configurations_file = str(args.configurations_file)
     request.overrides = dict(parse_assignment(text) for text in args.set or []) or None
     request.candidate = args.candidate
+    if getattr(args, "judgment_sources", None) is not None:  # refused before anything runs
+        from searcheval.io.settings import check_judgment_sources
+
+        check_judgment_sources(args.judgment_sources)
     return request
 
 

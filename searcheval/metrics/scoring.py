@@ -38,7 +38,9 @@ class ConfigurationScores:
             return None
         n = len(self.evaluation.query_ids)
         k = len(self.failed)
-        return (f"{k} quer{'y' if k == 1 else 'ies'} failed: means over {n} of {n + k}")
+        if not n:
+            return f"all {k} quer{'y' if k == 1 else 'ies'} failed: no mean"
+        return f"{k} quer{'y' if k == 1 else 'ies'} failed: means over {n} of {n + k}"
 
     def group_means(self, group: str) -> dict[str, float | None]:
         """The means of a category, or of a segment (`words:4+`): what a per-category rule reads."""

@@ -37,12 +37,14 @@ def run(tmp_path: Path, configurations: Path) -> tuple[int, float, dict | None, 
     stderr goes to a buffer of the test's own (never closed): Prefect's console handler keeps
     the stream of the first flow run, which capsys would close under it."""
     out = tmp_path / "out"
-    err = io.StringIO()
+    err, printed = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    with contextlib.redirect_stderr(err):
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(printed):
         code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--output", str(out),
                      "--configurations-file", str(configurations), "--no-baseline"])
     seconds = time.monotonic() - started
+    print(f"searcheval run took {seconds:.1f} s")  # shown with -s: the figure in the report
+    assert "native: all 15 queries failed: no mean" in printed.getvalue()  # the table says it
     metrics = out / "latest" / "metrics.json"
     last = err.getvalue().strip().splitlines()[-1]
     return code, seconds, json.loads(metrics.read_text()) if metrics.exists() else None, out, last
