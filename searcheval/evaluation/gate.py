@@ -149,9 +149,9 @@ class GateResult:
             "like_with_like": self.like_with_like,
         }
 
-    def notes(self) -> list[str]:
+    def notes(self, console: bool = False) -> list[str]:
         """What moved for another reason than the ranking, said beside the verdict."""
-        return like_with_like_lines(self.like_with_like)
+        return like_with_like_lines(self.like_with_like, console)
 
     def verdict(self) -> str:
         return PASSED if self.passed else TRIPPED
@@ -180,8 +180,10 @@ def status_line(gate: GateResult | None, not_gated_reason: str | None = None) ->
     return f"gate: {status['status']} ({status['reason']})"
 
 
-def like_with_like_lines(like: dict) -> list[str]:
-    """The lines the console and the report print beside the verdict."""
+def like_with_like_lines(like: dict, console: bool = False) -> list[str]:
+    """The lines the report prints beside the verdict; on the `console`, why the baseline was
+    not re-scored only when its judgments are known to have changed (a baseline made elsewhere
+    says so in the report, not on every run's console)."""
     lines = []
     queries = like.get("queries") or {}
     if queries.get("failed"):
@@ -202,7 +204,8 @@ def like_with_like_lines(like: dict) -> list[str]:
                 lines.append(f"baseline under today's judgments: {metric} {value:.3f}, as "
                              f"recorded: {recorded:.3f} ({value - recorded:+.3f}: the judgments' "
                              "effect, not the ranking's)")
-    if rescored.get("note") and rescored.get("status") != "re-scored":
+    if rescored.get("note") and rescored.get("status") != "re-scored" \
+            and (not console or rescored.get("judgments")):
         lines.append(rescored["note"])
     return lines
 

@@ -245,7 +245,7 @@ def console_table(result: EvaluationResult) -> str:
     if result.gate is None:
         lines.append(result.gate_line())
     if result.gate is not None:
-        for note in result.gate.notes():  # what moved for another reason than the ranking
+        for note in result.gate.notes(console=True):  # moved for another reason than ranking
             lines.append(f"  {note}")
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
