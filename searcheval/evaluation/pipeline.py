@@ -741,10 +741,20 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
     """The candidate beside the served configuration on the queries both answered: the means,
     their deltas, and the queries that got better and worse on `by` (largest change first)."""
     a, b = scores[candidate], scores[served]
-    means = {m: {"served": b.means.get(m), "candidate": a.means.get(m),
-                 "delta": (None if a.means.get(m) is None or b.means.get(m) is None
-                           else a.means[m] - b.means[m])}
-             for m in metrics if m in a.means}
+    shared = set(a.evaluation.query_ids) & set(b.evaluation.query_ids)
+    same = shared == set(a.evaluation.query_ids) == set(b.evaluation.query_ids)
+
+    def mean(s: ConfigurationScores, metric: str) -> float | None:
+        """The plain mean when both answered every query, else the mean over those both did."""
+        if same or metric not in s.evaluation.values:
+            return s.means.get(metric)
+        kept = [v for q, v in s.values(metric).items() if q in shared and v == v]
+        return float(np.mean(kept)) if kept else None
+
+    means = {m: {"served": mean(b, m), "candidate": mean(a, m)} for m in metrics if m in a.means}
+    for m in means.values():
+        m["delta"] = None if m["served"] is None or m["candidate"] is None \
+            else m["candidate"] - m["served"]
     better, worse = [], []
     if by in a.evaluation.values and by in b.evaluation.values:
         va, vb = a.values(by), b.values(by)
@@ -757,7 +767,8 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
     worse.sort(key=lambda r: (r["delta"], r["query_id"]))
     return {"candidate": candidate, "served": served, "metric": by, "means": means,
             "better": better[:shown], "worse": worse[:shown],
-            "counts": {"better": len(better), "worse": len(worse)}}
+            "counts": {"better": len(better), "worse": len(worse)},
+            "queries": len(shared), "same_queries": same}
 
 
 def costs(runs: dict[str, RankedRun], configurations: list[Configuration],

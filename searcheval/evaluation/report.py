@@ -500,7 +500,9 @@ def candidate_lines(c: dict) -> list[str]:
     """The console's side by side of a candidate and the served configuration."""
     deltas = ", ".join(f"{m} {_fmt(v['delta'])}" for m, v in c["means"].items()
                        if v["delta"] is not None)
-    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}"]
+    over = "" if c.get("same_queries", True) else \
+        f" (over the {c['queries']} queries both answered)"
+    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}{over}"]
     for label in ("better", "worse"):
         names = ", ".join(f"{r['query_id']} ({r['delta']:+.3f})" for r in c[label])
         lines.append(f"  {c['counts'][label]} {label} on {c['metric']}"

@@ -167,3 +167,18 @@ def test_baseline_update_prints_what_changed_in_the_configuration():
     assert "~ configuration_hash: aaaaaaaaaaaa -> bbbbbbbbbbbb" in lines
     assert "~ served.k1: 0.9 -> 1.2" in lines
     assert not any("fields.t" in line for line in lines)
+
+
+def test_a_candidate_beside_the_served_one_is_compared_on_the_queries_both_answered():
+    from searcheval.evaluation.pipeline import compare_candidate
+    from searcheval.evaluation.report import candidate_lines
+
+    served = scores({"q1": 1, "q2": 1, "q3": 1, "q4": 1})
+    candidate = scores({"q1": 2, "q2": 1, "q3": 1, "q4": 1}, failed=("q4",))
+    candidate.configuration = "candidate"
+    side = compare_candidate({"served": served, "candidate": candidate}, "candidate", "served")
+    # over q1, q2, q3: served MRR 1, candidate (1/2 + 1 + 1) / 3
+    assert side["means"]["mrr"]["served"] == pytest.approx(1.0)
+    assert side["means"]["mrr"]["candidate"] == pytest.approx((1 / 2 + 1 + 1) / 3)
+    assert side["queries"] == 3 and side["same_queries"] is False
+    assert candidate_lines(side)[0].endswith("(over the 3 queries both answered)")
