@@ -66,7 +66,8 @@ def test_the_quoted_lines_are_what_searcheval_prints():
         type("S", (), {"failed": tuple(range(5)),
                        "evaluation": type("E", (), {"query_ids": list(range(295))})})())
     assert f"native: {partial}" == quoted("native: 5 queries failed")
-    errors = {f"q{i}": {"cause": "connection refused", "attempts": 3} for i in range(3)}
+    errors = {f"q{i}": {"cause": "connection refused after 3 attempts", "attempts": 3}
+              for i in range(3)}
     errors |= {f"q{i}": {"cause": "not sent", "attempts": 0, "not_sent": True}
                for i in range(3, 300)}
     down = {"failed": 300, "queries": 300, "allowed": 5, "errors": errors, "not_sent": 297,
