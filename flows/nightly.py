@@ -118,6 +118,7 @@ def nightly(
     judgment_rule: str = defaults.JUDGMENT_RULE,
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
     allow_dirty: bool = True,
+    judgment_sources: str | list[str] | None = None,  # gate: which judgments count
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -191,6 +192,9 @@ def nightly(
             run alerts.
         allow_dirty: Run from a working tree with uncommitted changes (false for the
             scheduled deployment, so the nightly always measures a commit).
+        judgment_sources: Which judgments count: dataset (the dataset's own qrels only), all,
+            or the sources counted beside them (human, import, model); empty for the
+            dataset's setting, else dataset for a benchmark's qrels and all otherwise.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -224,7 +228,8 @@ def nightly(
         judged = t.judged_documents(opaque(loaded)) if lookups.any_lookup(selected) else set()
         looked = lookups.look_up_judged(selected, resolved.served, judged)
         collection, effective = t.judgments(opaque(loaded), judgment_rule, max_age_days,
-                                            looked.observed())
+                                            looked.observed(),
+                                            judgment_sources)  # gate: which judgments count
         report = t.validate(opaque(collection), max_age_days, min_per_category)
         report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
         report.raise_for_errors()
@@ -277,6 +282,8 @@ def nightly(
     else:
         gated = t.gate(opaque(scores), checked.baseline, tolerance, candidate,
                        dataset_of(collection),
+                       opaque(pipeline.gate_inputs(fresh, qrels, effective,  # gate: like
+                                                   conventions.settings(), depth)),  # with like
                        return_state=True)  # Failed when it trips: the task graph shows where
         verdict = gated.result(raise_on_failure=False)
         if isinstance(verdict, BaseException):
@@ -292,7 +299,7 @@ def nightly(
         model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
-        conventions=conventions.to_dict(),
+        conventions={**conventions.to_dict(), "depth": depth},  # gate: same depth
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),

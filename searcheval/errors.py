@@ -53,8 +53,8 @@ class GateTripped(Exception):
 
 
 class RunIncomplete(Exception):
-    """Queries failed beyond what their configuration allows (exit 2): the run is published with
-    its errors listed and is not gated. `table` is the results table to print."""
+    """Queries failed beyond what their configuration allows, or its backend is down (exit 3):
+    the run is published marked incomplete, with its errors listed, not gated, and alerted. `table` is the results table to print."""
 
     def __init__(self, message: str, table: str = "") -> None:
         super().__init__(message)

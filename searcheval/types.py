@@ -130,6 +130,8 @@ class DatasetSettings:
     grade_map: tuple[tuple[str, int], ...] | None = None  # text label -> grade
     source: str | None = None
     name: str | None = None  # the dataset's declared name: its catalog's identity in Postgres
+    # which judgments count: "dataset" (its own qrels/labels only), "all", or sources beside them
+    judgment_sources: str | tuple[str, ...] | None = None
 
     def declared(self) -> dict[str, object]:
         """The settings the dataset declares, by name."""

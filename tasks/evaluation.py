@@ -125,13 +125,18 @@ def judged_documents(collection: Collection) -> set[str]:
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def judgments(collection: Collection, rule: str, max_age_days: int | None,
-              observed: Observed | None = None) -> tuple[Collection, Effective]:
-    """The collection with its effective judgments: the stored rows plus the dataset's file
-    (read only: the seed is written by `seed_judgments` once the inputs are accepted), and what
-    this run's document lookups `observed` (staleness without a catalog)."""
+              observed: Observed | None = None,
+              sources: str | list[str] | None = None) -> tuple[Collection, Effective]:
+    """The collection with its effective judgments: the stored rows that count (`sources`: the
+    run parameter judgment_sources, else the dataset's setting) plus the dataset's file (read
+    only: the seed is written by `seed_judgments` once the inputs are accepted), and what this
+    run's document lookups `observed` (staleness without a catalog)."""
+    from searcheval.judging.source import counted_sources
+
+    counted, counted_from = counted_sources(collection, sources)
     with open_database() as conn:
         return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days,
-                                 observed=observed)
+                                 observed=observed, counted=counted, counted_from=counted_from)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
@@ -236,20 +241,22 @@ def score(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
 
 @task(cache_policy=NO_CACHE)
 def gate(scores: dict, baseline, tolerance: float | None, configuration: str | None = None,
-         dataset: str | None = None):
+         dataset: str | None = None, today: pipeline.Today | None = None):
     """The verdict of `configuration` (a candidate; default the baseline's) against the baseline
     (the preflight's Baseline, or a path). The spread of per-query differences for the minimum
     detectable effect comes from the dataset's history in Postgres when there is one. When the
     gate trips the task run ends Failed (the UI's task graph shows where the run failed) and
     still hands the verdict on, so the flow publishes and alerts."""
-    spread = {}
+    spread, rescored = {}, None
     if baseline is not None and dataset is not None:
         from searcheval.evaluation.baseline import Baseline, load_baseline
 
         gated = baseline if isinstance(baseline, Baseline) else load_baseline(baseline)
         with open_database() as conn:
             spread = {m: pipeline.history_spread(conn, dataset, m) for m in gated.metrics}
-    verdict = pipeline.gate_scores(scores, baseline, tolerance, configuration, spread)
+            if today is not None:  # the same judgments: the baseline re-scored under today's
+                rescored = pipeline.rescore_baseline(conn, gated, today)
+    verdict = pipeline.gate_scores(scores, baseline, tolerance, configuration, spread, rescored)
     if verdict is not None and not verdict.passed:
         return Failed(message=f"gate tripped for {verdict.configuration}: "
                               + "; ".join(trip.describe() for trip in verdict.tripped),
@@ -294,6 +301,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     for name, s in result.scores.items():
         row = {"configuration": name,
                **{m: (None if v is None else round(v, 4)) for m, v in s.means.items()},
+               # a mean over fewer queries is marked as such, never a plain mean
+               "means over": s.incomplete_means or "all queries",
                "p95_ms": None if s.latency_ms["p95"] is None else round(s.latency_ms["p95"], 1),
                "gate": (status["status"] if gate is None or gate.configuration == name
                         else "")}
@@ -302,8 +311,11 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                 row[f"baseline {metric}"] = c["baseline"]
                 row[f"delta {metric}"] = None if c["delta"] is None else round(c["delta"], 6)
         rows_table.append(row)
-    description = (f"searcheval run {result.run_id}: means over the golden queries; "
-                   f"{result.gate_line()}")[:2000]
+    partial = [f"{n}: {s.incomplete_means}" for n, s in result.scores.items()
+               if s.incomplete_means]
+    description = (f"searcheval run {result.run_id}: means over the golden queries"
+                   + (f" ({'; '.join(partial)})" if partial else "")
+                   + f"; {result.gate_line()}")[:2000]
     create_table_artifact(table=rows_table, key=METRICS_ARTIFACT, description=description)
     if result.dataset:
         create_table_artifact(table=rows_table, key=artifact_key(METRICS_ARTIFACT, result.dataset),

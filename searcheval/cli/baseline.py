@@ -1,5 +1,11 @@
 """`searcheval baseline update`: rewrite the reviewed baseline from a run, on purpose.
 
+Any served configuration: the baseline is of the previous baseline's configuration when the run
+scored it, else of the configuration the run served. The first baseline of a dataset needs no
+file (`--baseline FILE` names where it goes). The new baseline pins the configuration's hash and
+resolved parameters and the judgment set it was scored with; what changed in the configuration,
+the judgments and the metrics is printed.
+
 One baseline per dataset: the fixtures' is `baseline.json`, another dataset's
 `baselines/<dataset>.json` beside it. A run of another dataset than the baseline's is refused, and
 so is a run that tripped the gate (or falls below the baseline by more than its tolerance)
@@ -84,10 +90,18 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
         new = made_run.baseline
     for line in diff_baselines(previous, new):
         print(line)
+    failed = (made_run.failures or {}).get("failed") or 0
+    if failed:  # a baseline over fewer queries says so; the gate pairs the queries both answered
+        total = (made_run.failures or {}).get("queries") or 0
+        print(f"! {failed} quer{'y' if failed == 1 else 'ies'} of {new.configuration} failed in "
+              f"run {new.from_run}: the baseline holds means over {total - failed} of {total}")
     regressions = _regressions(previous, new)
-    if (made_run.gate_passed is False or regressions) and not args.accept_regression:
-        why = "it tripped the gate" if made_run.gate_passed is False else \
-            "it is worse than the baseline beyond the tolerance: " + "; ".join(regressions)
+    if (made_run.gate_passed is False or regressions or made_run.incomplete) \
+            and not args.accept_regression:
+        why = ("it is incomplete: more queries failed than the configuration allows"
+               if made_run.incomplete else "it tripped the gate"
+               if made_run.gate_passed is False else
+               "it is worse than the baseline beyond the tolerance: " + "; ".join(regressions))
         if args.dry_run:
             print(f"(dry run: {path} unchanged; without --accept-regression the update would be "
                   f"refused: {why})")
@@ -118,7 +132,9 @@ def add_baseline(sub) -> None:
     bsub = p.add_subparsers(dest="baseline_command", required=True, parser_class=Parser)
     u = bsub.add_parser("update", help="rewrite a dataset's baseline from a run, on purpose; prints the diff",
                         **epilog(["searcheval baseline update --from-output out --dry-run",
-                                  "searcheval baseline update --from-run 20261203T030000Z-1a2b3c"],
+                                  "searcheval baseline update --from-run 20261203T030000Z-1a2b3c",
+                                  "searcheval baseline update --from-output out "
+                                  "--baseline baselines/scifact.json"],
                                  {EXIT_OK: "written (or, with --dry-run, only the diff printed)",
                                   EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
                                   EXIT_FAILED: "the database failed"}))

@@ -45,6 +45,10 @@ def run_request(args: argparse.Namespace):
     request.configurations_file = str(args.configurations_file)
     request.overrides = dict(parse_assignment(text) for text in args.set or []) or None
     request.candidate = args.candidate
+    if getattr(args, "judgment_sources", None) is not None:  # refused before anything runs
+        from searcheval.io.settings import check_judgment_sources
+
+        check_judgment_sources(args.judgment_sources)
     return request
 
 
@@ -57,6 +61,8 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "candidate")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
+    if getattr(args, "judgment_sources", None) is not None:
+        params["judgment_sources"] = args.judgment_sources
     return {**params, "output": str(args.output), "label": args.label}
 
 
@@ -152,10 +158,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_results(exc.table, str(exc))
         print(f"searcheval: {exc}", file=sys.stderr)
         return EXIT_TRIPPED
-    if isinstance(exc, RunIncomplete):
-        print(exc.table)
+    if isinstance(exc, RunIncomplete):  # published, marked incomplete, alerted: exit 3
+        print_results(exc.table)
         print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+        return EXIT_FAILED
     if isinstance(exc, InputError):
         print_refusal(exc, args.all_errors)
         raise exc
@@ -199,7 +205,9 @@ def add_run(sub) -> None:
                                 {EXIT_OK: "the gate passed (or no gate: --no-baseline)",
                                  EXIT_TRIPPED: "the gate tripped (the run is still published)",
                                  EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
-                                 EXIT_FAILED: EXIT_MEANINGS[EXIT_FAILED]}))
+                                 EXIT_FAILED: "the run failed: a backend down or failing "
+                                              "more queries than it allows (published, marked "
+                                              "incomplete, alerted), the database, a model"}))
     add_collection(p)
     p.add_argument("--max-queries", type=int,
                    help="BEIR, WANDS, mappings: evaluate only the first N (judged) queries")
@@ -210,6 +218,10 @@ def add_run(sub) -> None:
     p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
                    help="effective grade of a pair: each judge's latest, then median | majority | "
                         f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+    p.add_argument("--judgment-sources", metavar="dataset|all|SOURCES",
+                   help="which judgments count: dataset (the dataset's own qrels only), all, or "
+                        "sources counted beside them, e.g. human,model (default: the dataset's "
+                        "setting, else dataset for BEIR qrels and WANDS labels, all otherwise)")
     p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
                    help="Krippendorff's alpha between judges below which the run alerts "
                         f"(default {defaults.AGREEMENT_FLOOR})")

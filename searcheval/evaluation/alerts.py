@@ -64,9 +64,23 @@ def failure_reasons(failures: dict | None) -> list[dict]:
     for name in (failures or {}).get("incomplete", []):
         f = failures["configurations"][name]
         out.append({"kind": "incomplete", "configuration": name, "failed": f["failed"],
-                    "summary": f"run incomplete: {name} failed {f['failed']} of {f['queries']} "
-                               f"queries (allowed {f['allowed']}); not gated"})
+                    "down": bool(f.get("down")), "endpoint": f.get("endpoint"),
+                    "summary": f"run incomplete, not gated: {incomplete_summary(name, f)}"})
     return out
+
+
+def incomplete_summary(name: str, f: dict) -> str:
+    """One configuration's failures in one phrase: a service that is down names its URL (no
+    secret: `rankers.http.endpoint`) and the cause; otherwise the count and the first failure."""
+    sent = [(q, e) for q, e in f["errors"].items() if not e.get("not_sent")]
+    qid, error = (sent or list(f["errors"].items()))[0]
+    if f.get("down"):
+        where = f" at {f['endpoint']}" if f.get("endpoint") else ""
+        not_sent = f", {f['not_sent']} not sent" if f.get("not_sent") else ""
+        return (f"{name}: the service{where} is down ({error['cause']}): all {f['queries']} "
+                f"queries failed{not_sent}")
+    return (f"{name}: {f['failed']} of {f['queries']} queries failed (allowed {f['allowed']}); "
+            f"first: query {qid!r}: {error['cause']}")
 
 
 def gate_reasons(gate) -> list[dict]:

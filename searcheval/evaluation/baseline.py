@@ -42,6 +42,10 @@ class Baseline:
     accepted_regression: str | None = None  # the reason a tripped run was accepted
     # per-query rules next to the means: [{"metric", "category"?, "max_drop"?, "max_worse"?}]
     query_rules: list[dict[str, Any]] = field(default_factory=list)
+    # the configuration's resolved parameters (its hash is `configuration_hash`), and the
+    # judgment set the values were scored with (`Effective.record`: fingerprint, counts)
+    configuration_params: dict[str, Any] = field(default_factory=dict)
+    judgments: dict[str, Any] = field(default_factory=dict)
     path: str | None = None
 
     def to_json(self) -> dict:
@@ -155,6 +159,8 @@ def load_baseline(path: str | Path) -> Baseline:
         reason=_typed(data, "reason", str, path),
         accepted_regression=data.get("accepted_regression"),
         query_rules=_query_rules(data.get("query_rules"), path),
+        configuration_params=_typed(data, "configuration_params", dict, path) or {},
+        judgments=_typed(data, "judgments", dict, path) or {},
         path=str(path),
     )
 
@@ -219,7 +225,7 @@ def _query_ids(raw: Any, path: Path) -> list[str] | None:
 
 
 #: the conventions a baseline records and a run must share with it to be gated against it
-CONVENTION_KEYS = ("gain", "no_relevant", "relevance_level")
+CONVENTION_KEYS = ("gain", "no_relevant", "relevance_level", "depth")
 
 
 @dataclass
@@ -234,6 +240,8 @@ class Provenance:
     created_by: str | None = None
     reason: str | None = None
     accepted_regression: str | None = None
+    configuration_params: dict[str, Any] = field(default_factory=dict)
+    judgments: dict[str, Any] = field(default_factory=dict)
 
 
 def run_conventions(settings, metrics: tuple[str, ...] | list[str]) -> dict[str, Any]:
@@ -329,6 +337,8 @@ def baseline_from_values(configuration: str, means: dict[str, float | None],
         created_by=p.created_by,
         reason=p.reason,
         accepted_regression=p.accepted_regression,
+        configuration_params=dict(p.configuration_params),
+        judgments=dict(p.judgments),
     )
 
 
@@ -356,6 +366,8 @@ def diff_baselines(old: Baseline | None, new: Baseline) -> list[str]:
         lines.append(f"~ model: {old.model if old else None} -> {new.model}")
     if old is None or old.dataset != new.dataset:
         lines.append(f"~ dataset: {old.dataset if old else None} -> {new.dataset}")
+    lines.extend(configuration_changes(old, new))
+    lines.extend(judgment_set_changes(old, new))
     if old is not None and old.per_query and new.per_query:
         metric = next(iter(new.metrics), None)
         if metric is not None:
@@ -372,6 +384,50 @@ def diff_baselines(old: Baseline | None, new: Baseline) -> list[str]:
     if new.reason:
         lines.append(f"  reason: {new.reason}")
     return lines
+
+
+def _flat(params: Any, prefix: str = "") -> dict[str, Any]:
+    """{"a.b": value} of nested parameters, for a readable diff."""
+    if not isinstance(params, dict) or not params:
+        return {prefix: params} if prefix else {}
+    out: dict[str, Any] = {}
+    for key, value in params.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else str(key)))
+    return out
+
+
+def configuration_changes(old: Baseline | None, new: Baseline) -> list[str]:
+    """What changed in the gated configuration: its name, its hash, each resolved parameter."""
+    lines = []
+    if old is None or old.configuration != new.configuration:
+        lines.append(f"~ configuration: {old.configuration if old else None} -> "
+                     f"{new.configuration}")
+    before_hash = old.configuration_hash if old else None
+    if before_hash != new.configuration_hash:
+        lines.append(f"~ configuration_hash: {(before_hash or '-')[:12]} -> "
+                     f"{(new.configuration_hash or '-')[:12]}")
+    if old is not None and old.configuration == new.configuration \
+            and old.configuration_params and new.configuration_params:
+        a, b = _flat(old.configuration_params), _flat(new.configuration_params)
+        for key in sorted(set(a) | set(b)):
+            if a.get(key) != b.get(key):
+                lines.append(f"~ {new.configuration}.{key}: {a.get(key)!r} -> {b.get(key)!r}")
+    elif old is None or old.configuration != new.configuration:
+        for key, value in sorted(_flat(new.configuration_params).items()):
+            lines.append(f"+ {new.configuration}.{key}: {value!r}")
+    return lines
+
+
+def judgment_set_changes(old: Baseline | None, new: Baseline) -> list[str]:
+    """Whether the new baseline was scored with other judgments than the old one."""
+    a, b = (old.judgments if old else {}) or {}, new.judgments or {}
+    if not b or a.get("fingerprint") == b.get("fingerprint"):
+        return []
+    if not a:
+        return [f"~ judgments: {b.get('pairs', 0)} graded pairs "
+                f"({(b.get('fingerprint') or '')[:19]})"]
+    return [f"~ judgments: {a.get('pairs', 0)} -> {b.get('pairs', 0)} graded pairs "
+            f"({(a.get('fingerprint') or '')[:19]} -> {(b.get('fingerprint') or '')[:19]})"]
 
 
 def per_query_values(scores: ConfigurationScores, metrics) -> dict[str, dict[str, float]]:

@@ -64,6 +64,58 @@ class Trip:
 
 
 @dataclass
+class Rescored:
+    """The baseline as the gate compares it (`pipeline.rescore_baseline`): its stored ranked lists
+    re-scored under today's judgments, or as recorded with the reason why not; and what changed
+    in the judgments since it was made."""
+
+    baseline: Baseline  # what the gate compares with
+    recorded: dict[str, float]  # the baseline's means as recorded
+    rescored: dict[str, float] = field(default_factory=dict)  # under today's judgments
+    status: str = "as recorded"  # re-scored | judgments unchanged | as recorded
+    note: str = ""  # one sentence: what was done, or why not
+    judgments: dict = field(default_factory=dict)  # judgment_changes(), or {} when unknown
+
+    def to_dict(self) -> dict:
+        return {"status": self.status, "note": self.note, "recorded": self.recorded,
+                "rescored": self.rescored, "judgments": self.judgments}
+
+
+def judgment_changes(then: dict[tuple[str, str], int], now: dict[tuple[str, str], int],
+                     judges: dict[tuple[str, str], str] | None = None) -> dict:
+    """What changed from the grades `then` to `now`: pairs added, changed, removed, with the
+    judges of the added and changed pairs (`judges`: pair -> "ann" or "ann,bob")."""
+    judges = judges or {}
+    added = sorted(p for p in now if p not in then)
+    changed = sorted(p for p in now if p in then and now[p] != then[p])
+    removed = sorted(p for p in then if p not in now)
+    by: dict[str, int] = {}
+    for pair in added + changed:
+        for judge in (judges.get(pair) or "-").split(","):
+            by[judge] = by.get(judge, 0) + 1
+    return {"added": len(added), "changed": len(changed), "removed": len(removed),
+            "by_judge": dict(sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "examples": [list(p) for p in (added + changed)[:5]]}
+
+
+def judgment_changes_line(changes: dict) -> str | None:
+    """"judgments changed since the baseline: 12 grades added, 1 changed (by ann 12, bob 1)"."""
+    if not changes:
+        return None
+    if changes.get("unknown"):
+        return f"judgments changed since the baseline: {changes['unknown']}"
+    parts = [f"{changes[k]} grade{'s' if changes[k] != 1 else ''} {k}"
+             for k in ("added", "changed", "removed") if changes.get(k)]
+    if not parts:
+        return None
+    by = changes.get("by_judge") or {}
+    who = ""
+    if by:
+        who = " (by " + ", ".join(j if len(by) == 1 else f"{j} {n}" for j, n in by.items()) + ")"
+    return "judgments changed since the baseline: " + ", ".join(parts) + who
+
+
+@dataclass
 class GateResult:
     passed: bool
     configuration: str
@@ -74,6 +126,9 @@ class GateResult:
     worse_queries: list[dict]
     compared: dict[str, dict[str, float | None]]
     statistics: dict[str, dict] = field(default_factory=dict)  # per gated metric: honest_statistics
+    # like with like: the queries compared, and what moved for another reason than the ranking
+    # (the baseline re-scored under today's judgments, the judgments' changes)
+    like_with_like: dict = field(default_factory=dict)
 
     @property
     def stale_baseline(self) -> bool:
@@ -91,7 +146,12 @@ class GateResult:
             "worse_queries": self.worse_queries,
             "compared": self.compared,
             "statistics": self.statistics,
+            "like_with_like": self.like_with_like,
         }
+
+    def notes(self, console: bool = False) -> list[str]:
+        """What moved for another reason than the ranking, said beside the verdict."""
+        return like_with_like_lines(self.like_with_like, console)
 
     def verdict(self) -> str:
         return PASSED if self.passed else TRIPPED
@@ -120,11 +180,62 @@ def status_line(gate: GateResult | None, not_gated_reason: str | None = None) ->
     return f"gate: {status['status']} ({status['reason']})"
 
 
+def like_with_like_lines(like: dict, console: bool = False) -> list[str]:
+    """The lines the report prints beside the verdict; on the `console`, why the baseline was
+    not re-scored only when its judgments are known to have changed (a baseline made elsewhere
+    says so in the report, not on every run's console)."""
+    lines = []
+    queries = like.get("queries") or {}
+    if queries.get("failed"):
+        lines.append(f"{queries['failed']} quer{'y' if queries['failed'] == 1 else 'ies'} "
+                     f"failed: the gate compares means over the {queries['compared']} queries "
+                     "both sides answered")
+    elif queries.get("baseline_only"):
+        lines.append(f"the baseline lacks {queries['baseline_only']} of this run's queries: "
+                     f"compared over the {queries['compared']} both answered")
+    rescored = like.get("baseline") or {}
+    changed = judgment_changes_line(rescored.get("judgments") or {})
+    if changed:
+        lines.append(changed)
+    if rescored.get("status") == "re-scored":
+        for metric, value in (rescored.get("rescored") or {}).items():
+            recorded = (rescored.get("recorded") or {}).get(metric)
+            if recorded is not None and value != recorded:
+                lines.append(f"baseline under today's judgments: {metric} {value:.3f}, as "
+                             f"recorded: {recorded:.3f} ({value - recorded:+.3f}: the judgments' "
+                             "effect, not the ranking's)")
+    if rescored.get("note") and rescored.get("status") != "re-scored" \
+            and (not console or rescored.get("judgments")):
+        lines.append(rescored["note"])
+    return lines
+
+
+def _query_comparison(baseline: Baseline, scores: ConfigurationScores) -> dict:
+    """Which queries the gate compares: those both sides answered (a failed query of either side
+    is left out of both), when the baseline holds per-query values."""
+    failed = len(scores.failed)
+    if not baseline.per_query:
+        return {"compared": None, "failed": failed, "paired": False}
+    now = set(scores.evaluation.query_ids)
+    then = set(baseline.per_query)
+    both = now & then
+    return {"compared": len(both), "failed": failed, "baseline_only": len(now - then),
+            "run_only": len(then - now), "paired": both != now or both != then}
+
+
 def check_gate(baseline: Baseline, scores: ConfigurationScores, *,
                tolerance: float | None = None,
-               spread: dict[str, tuple[float | None, str]] | None = None) -> GateResult:
+               spread: dict[str, tuple[float | None, str]] | None = None,
+               rescored: Rescored | None = None) -> GateResult:
     """The gate. `spread` (metric -> (sd of per-query differences, where it was estimated))
-    feeds the minimum detectable effect; without one, this run against the baseline is used."""
+    feeds the minimum detectable effect; without one, this run against the baseline is used.
+    `rescored`: the baseline re-scored under today's judgments (`pipeline.rescore_baseline`),
+    compared in place of the recorded one. When the two sides did not answer the same queries
+    (failed queries within the allowance), each gated metric is compared as the means over the
+    queries both answered, never a mean over fewer queries against one over more."""
+    if rescored is not None:
+        baseline = rescored.baseline
+    queries = _query_comparison(baseline, scores)
     if scores.configuration != baseline.configuration:
         raise InputError(f"the baseline gates {baseline.configuration!r} but the scores are of "
                          f"{scores.configuration!r}", file=baseline.path, field="configuration")
@@ -138,8 +249,17 @@ def check_gate(baseline: Baseline, scores: ConfigurationScores, *,
             raise InputError(f"the baseline gates {metric!r}, which this run does not compute",
                              file=baseline.path, field=f"metrics.{metric}")
         value = scores.means[metric]
+        if queries["paired"]:  # the same queries on both sides: means over those both answered
+            _, before, after = _paired(baseline, scores, metric)
+            if before.size:
+                base, value = float(before.mean()), float(after.mean())
         delta = None if value is None else value - base
         compared[metric] = {"baseline": base, "value": value, "delta": delta}
+        if queries["paired"]:
+            compared[metric]["queries"] = queries["compared"]
+            compared[metric]["headline"] = scores.means[metric]
+        if rescored is not None and metric in rescored.recorded:
+            compared[metric]["recorded_baseline"] = rescored.recorded[metric]
         if delta is None:
             continue
         p = _p_value(baseline, scores, metric)
@@ -164,10 +284,13 @@ def check_gate(baseline: Baseline, scores: ConfigurationScores, *,
                                             (spread or {}).get(metric))
                   for metric in baseline.metrics if metric in scores.means}
     worse.sort(key=lambda w: w["delta"])
+    like = {"queries": {k: v for k, v in queries.items() if k != "paired"}}
+    if rescored is not None:
+        like["baseline"] = rescored.to_dict()
     return GateResult(passed=not tripped, configuration=scores.configuration, tolerance=tol,
                       baseline_path=baseline.path, tripped=tripped, improved=improved,
                       worse_queries=worse[:WORST_QUERIES * max(1, len(tripped))],
-                      compared=compared, statistics=statistics)
+                      compared=compared, statistics=statistics, like_with_like=like)
 
 
 def _query_rule_trips(baseline: Baseline, scores: ConfigurationScores, rule: dict) -> list[Trip]:

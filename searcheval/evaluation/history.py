@@ -53,9 +53,12 @@ def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | Non
                            if r["configuration"] == configuration and r["category"] == "all"}
                 gate, kind, run_label = run["gate_passed"], run.get("kind"), run.get("label")
             commit, dirty = _git(run.get("summary") or {})
+            failed = (((run.get("summary") or {}).get("failures") or {}).get("configurations")
+                      or {}).get(configuration) or {}
             out.append({"run_id": run["run_id"], "started_at": run["started_at"],
                         "gate_passed": gate, "metrics": metrics, "dataset": run.get("dataset"),
-                        "label": run_label, "source": kind, "commit": commit, "dirty": dirty})
+                        "label": run_label, "source": kind, "commit": commit, "dirty": dirty,
+                        "failed": failed.get("failed") or 0, "queries": failed.get("queries")})
     for i, run in enumerate(out):
         after = out[i - 1]["started_at"] if i else None
         run["baseline_updates"] = [
@@ -69,13 +72,22 @@ def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) ->
         return "no run recorded yet"
     lines = [f"{'run':<26}{'started (UTC)':<18}" + "".join(f"{m:<11}" for m in HISTORY_METRICS)
              + f"{'gate':<9}{'source':<10}{'commit':<10}{'dirty':<7}label"]
+    partial = []
     for r in runs:
         gate = {True: "passed", False: "TRIPPED", None: "-"}[r["gate_passed"]]
         dirty = {True: "yes", False: "no", None: "-"}[r.get("dirty")]
+        mark = "*" if r.get("failed") else ""  # a mean over fewer queries, marked
+        if mark:
+            n = r.get("queries") or 0
+            partial.append(f"* {r['run_id']}: {r['failed']} quer"
+                           f"{'y' if r['failed'] == 1 else 'ies'} failed: means over "
+                           f"{n - r['failed']} of {n}")
         lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
-                      + "".join(f"{_fmt(r['metrics'].get(m)):<11}" for m in HISTORY_METRICS)
+                      + "".join(f"{_fmt(r['metrics'].get(m)) + mark:<11}"
+                                for m in HISTORY_METRICS)
                       + f"{gate:<9}{r.get('source') or '-':<10}{(r.get('commit') or '-')[:8]:<10}"
                       + f"{dirty:<7}{r.get('label') or '-'}").rstrip())
+    lines.extend(partial)
     lines.append(f"({configuration}, {len(runs)} runs, oldest first)")
     return "\n".join(lines)
 
@@ -120,7 +132,7 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
 
 def _configuration_hash(summary: dict, configuration: str) -> str | None:
     """The hash of the resolved configuration, when the run recorded one."""
-    for block in (summary.get("ran"), summary.get("record"), summary):
+    for block in (summary.get("what_ran"), summary.get("ran"), summary.get("record"), summary):
         if not isinstance(block, dict):
             continue
         confs = block.get("configurations")
@@ -132,7 +144,46 @@ def _configuration_hash(summary: dict, configuration: str) -> str | None:
 
 def _conventions(raw: dict | None) -> dict:
     raw = raw or {}
-    return {k: raw[k] for k in ("gain", "no_relevant", "relevance_level") if k in raw}
+    return {k: raw[k] for k in ("gain", "no_relevant", "relevance_level", "depth") if k in raw}
+
+
+def _what_ran(summary: dict) -> dict:
+    for block in (summary.get("what_ran"), summary.get("ran"), summary.get("record")):
+        if isinstance(block, dict) and isinstance(block.get("configurations"), dict):
+            return block
+    return {}
+
+
+def gated_configuration(summary: dict, scored: set[str] | list[str],
+                        previous: Baseline | None, source: str) -> str:
+    """Which configuration of a run a new baseline is of: the previous baseline's when the run
+    scored it, else the configuration the run served (its record of what ran), else the only
+    one it scored. Refused, naming what the run has, when none of these is found."""
+    scored = sorted(scored)
+    if previous is not None and previous.configuration in scored:
+        return previous.configuration
+    ran = _what_ran(summary)
+    served = ran.get("served") or next(
+        (n for n, c in (ran.get("configurations") or {}).items()
+         if isinstance(c, dict) and c.get("served")), None)
+    if served in scored:
+        return served
+    if len(scored) == 1:
+        return scored[0]
+    if GATED_CONFIGURATION in scored and not ran:
+        return GATED_CONFIGURATION  # a run from before the record of what ran
+    raise InputError(f"{source} served {served or 'no recorded configuration'} and scored "
+                     f"{', '.join(scored) or 'nothing'}: cannot tell which configuration the "
+                     "baseline is of", field="configurations")
+
+
+def _configuration_params(summary: dict, configuration: str) -> dict:
+    entry = (_what_ran(summary).get("configurations") or {}).get(configuration) or {}
+    return dict(entry.get("params") or {})
+
+
+def _judgment_set(summary: dict) -> dict:
+    return dict(((summary.get("judging") or {}).get("judgments") or {}).get("set") or {})
 
 
 @dataclass
@@ -142,11 +193,12 @@ class RunForBaseline:
     baseline: Baseline
     gate_passed: bool | None
     dataset: str | None
+    failures: dict | None = None  # the run's failed queries of the baseline's configuration
+    incomplete: bool = False  # it failed more queries than it allows
 
 
 def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = None, *,
                       provenance: Provenance | None = None) -> RunForBaseline:
-    configuration = previous.configuration if previous else GATED_CONFIGURATION
     with open_database(url) as conn:
         runs = [r for r in store.last_runs(conn, 10_000) if r["run_id"] == run_id]
         if not runs:
@@ -154,7 +206,11 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
         from searcheval.store import snapshots
 
         row = snapshots.load_run(conn, run_id) or runs[0]
-        means = {r["metric"]: r["value"] for r in store.run_metrics(conn, run_id)
+        metric_rows = store.run_metrics(conn, run_id)
+        configuration = gated_configuration(row.get("summary") or {},
+                                            {r["configuration"] for r in metric_rows},
+                                            previous, f"run {run_id}")
+        means = {r["metric"]: r["value"] for r in metric_rows
                  if r["configuration"] == configuration and r["category"] == "all"}
         per_query: dict[str, dict] = {}
         for r in store.run_query_results(conn, run_id):
@@ -169,11 +225,14 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
     queries = summary.get("queries")
     p.query_ids = sorted(queries) if queries else (sorted(per_query) if p.dataset else None)
     p.configuration_hash = _configuration_hash(summary, configuration)
+    p.configuration_params = _configuration_params(summary, configuration)
+    p.judgments = _judgment_set(summary)
     p.conventions = {**_conventions(summary.get("conventions")),
                      "metrics": sorted(m for m in GATED_METRICS if m in means)}
     baseline = baseline_from_values(configuration, means, per_query, run_id=run_id,
                                     model=runs[0]["model"], previous=previous, provenance=p)
-    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset)
+    return RunForBaseline(baseline, row.get("gate_passed"), p.dataset,
+                          *_failures(summary, configuration))
 
 
 def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
@@ -181,7 +240,10 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
     directory = Path(directory)
     metrics_path = directory / "metrics.json"
     doc, _ = read_json(metrics_path)
-    configuration = previous.configuration if previous else GATED_CONFIGURATION
+    if not isinstance(doc, dict):
+        raise InputError("expected the metrics.json of a run", file=metrics_path)
+    configuration = gated_configuration(doc, list(doc.get("configurations") or {}), previous,
+                                        str(metrics_path))
     conf = (doc.get("configurations") or {}).get(configuration)
     if not conf:
         raise InputError(f"no configuration {configuration!r}", file=metrics_path,
@@ -203,10 +265,19 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
     queries = doc.get("queries")
     p.query_ids = sorted(queries) if queries else None
     p.configuration_hash = _configuration_hash(doc, configuration)
+    p.configuration_params = _configuration_params(doc, configuration)
+    p.judgments = _judgment_set(doc)
     p.conventions = {**_conventions(doc.get("conventions")),
                      "metrics": sorted(m for m in GATED_METRICS if m in conf["means"])}
     baseline = baseline_from_values(configuration, conf["means"], per_query,
                                     run_id=doc["run_id"],
                                     model=(doc.get("embeddings") or {}).get("model"),
                                     previous=previous, provenance=p)
-    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset)
+    return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset,
+                          *_failures(doc, configuration))
+
+
+def _failures(summary: dict, configuration: str) -> tuple[dict | None, bool]:
+    failures = summary.get("failures") or {}
+    entry = (failures.get("configurations") or {}).get(configuration)
+    return entry, configuration in (failures.get("incomplete") or [])

@@ -34,7 +34,7 @@ from searcheval.evaluation.alerts import (
     stale_reasons,
 )
 from searcheval.evaluation.baseline import Baseline, load_baseline
-from searcheval.evaluation.gate import GateResult, check_gate
+from searcheval.evaluation.gate import GateResult, Rescored, check_gate, judgment_changes
 from searcheval.evaluation.report import EvaluationResult
 from searcheval.evaluation.validation import (Finding, StaleJudgment, ValidationReport,
                                               fresh_judgments)
@@ -390,10 +390,142 @@ def history_spread(conn: psycopg.Connection, dataset: str | None, metric: str,
                 f"last {len(values)} runs")
 
 
+@dataclass
+class Today:
+    """What the gate needs to compare like with like: today's effective grades (`qrels`, the
+    pairs' judges), the judgment set's record, the golden queries, the scoring settings and the
+    retrieval depth (`gate_inputs`)."""
+
+    qrels: dict[str, dict[str, int]]
+    judges: dict[tuple[str, str], str]
+    record: dict
+    queries: list[Query]
+    settings: Settings
+    depth: int | None
+    judgment_set: str | None
+    counted: str | tuple[str, ...] = "all"
+    rule: str = "median"
+
+
+def gate_inputs(collection: Collection, qrels: dict, effective: Effective | None,
+                settings: Settings, depth: int | None) -> Today:
+    """`Today` from the run's fresh collection, its qrels and effective judgments."""
+    from searcheval.judging.judgments import judgment_set
+
+    judges = {(j.query_id, j.doc_id): j.judge or "-" for j in
+              (effective.judgments if effective is not None else [])}
+    return Today(qrels=qrels, judges=judges,
+                 record=effective.record() if effective is not None else {},
+                 queries=list(collection.queries), settings=settings, depth=depth,
+                 judgment_set=judgment_set(collection),
+                 counted=effective.counted if effective is not None else "all",
+                 rule=effective.rule.name if effective is not None else "median")
+
+
+def _exact_metrics(metrics, snapshot_depth: int, depth: int | None) -> tuple[list, list]:
+    """Which metrics the stored lists (cut at `snapshot_depth`) re-score exactly: a cutoff within
+    it, or no cutoff and a retrieval depth within it."""
+    from searcheval.metrics.engine import parse_metric
+
+    exact, not_exact = [], []
+    for name in metrics:
+        k = parse_metric(name).k
+        ok = (k is not None and k <= snapshot_depth) or (k is None and depth is not None
+                                                          and depth <= snapshot_depth)
+        (exact if ok else not_exact).append(name)
+    return exact, not_exact
+
+
+def judgments_then(conn: psycopg.Connection, catalog: str, at: datetime, rule: str,
+                   counted, queries: set[str]) -> dict[tuple[str, str], int]:
+    """The effective grades as they were at `at`: the rows recorded by then and not yet
+    retracted (rows are never overwritten), through the same rule and sources; staleness is
+    not replayed."""
+    from searcheval.judging.judgments import effective_judgments, parse_rule
+    from searcheval.store import judgments as jstore
+
+    rows = [r for r in jstore.load_judgment_rows(conn, catalog, include_retracted=True)
+            if r.query_id in queries
+            and (r.recorded_at is None or r.recorded_at <= at)
+            and (r.retracted_at is None or r.retracted_at > at)
+            and (r.seed or counted == "all" or (counted != "dataset" and r.source in counted))]
+    rows = [replace(r, retracted_at=None) for r in rows]
+    effective = effective_judgments(rows, parse_rule(rule), [], catalog=False)
+    return effective.grades()
+
+
+def rescore_baseline(conn: psycopg.Connection, baseline: Baseline, today: Today) -> Rescored:
+    """The baseline under today's judgments, from its run's ranked lists in Postgres: each query
+    the baseline scored, its stored list scored again with today's grades, the same settings
+    and metrics. Where that cannot be done (no run named, the run not in this history, its lists
+    pruned or cut above the retrieval depth) the recorded values stand and the note says why.
+    Unchanged judgments (the same fingerprint) need no re-scoring."""
+    from searcheval.judging.judgments import grades_fingerprint
+    from searcheval.store import snapshots
+
+    recorded = dict(baseline.metrics)
+    then_fp = (baseline.judgments or {}).get("fingerprint")
+    now_fp = (today.record or {}).get("fingerprint")
+    if then_fp and now_fp and then_fp == now_fp:
+        return Rescored(baseline, recorded, status="judgments unchanged",
+                        note="judgments unchanged since the baseline")
+    row = snapshots.load_run(conn, baseline.from_run) if baseline.from_run else None
+    changes: dict = {}
+    if row is not None and today.judgment_set:
+        at = row.get("finished_at") or row.get("started_at")
+        grades_now = {(q, d): g for q, docs in today.qrels.items() for d, g in docs.items()}
+        then = judgments_then(conn, today.judgment_set, at, today.rule, today.counted,
+                              {q.id for q in today.queries})
+        if then_fp is None or grades_fingerprint(then) == then_fp:
+            changes = judgment_changes(then, grades_now, today.judges)
+    if not changes and then_fp and now_fp and then_fp != now_fp:
+        a, b = baseline.judgments, today.record
+        changes = {"unknown": f"{a.get('pairs', 0)} graded pairs then, {b.get('pairs', 0)} now "
+                              f"(fingerprint {then_fp[:19]} -> {now_fp[:19]})"}
+    if not baseline.from_run:
+        return Rescored(baseline, recorded, note="the baseline names no run: compared with its "
+                        "values as recorded", judgments=changes)
+    if row is None:
+        return Rescored(baseline, recorded, judgments=changes,
+                        note=f"the baseline's run {baseline.from_run} is not in this history: "
+                             "compared with its values as recorded")
+    if row.get("snapshot_pruned_at") is not None or row.get("snapshot_depth") is None:
+        return Rescored(baseline, recorded, judgments=changes,
+                        note=f"the ranked lists of the baseline's run {baseline.from_run} were "
+                             "pruned: compared with its values as recorded, under the "
+                             "judgments of then")
+    depth = (baseline.conventions or {}).get("depth") or today.depth
+    exact, not_exact = _exact_metrics(list(baseline.metrics), row["snapshot_depth"], depth)
+    if not exact:
+        return Rescored(baseline, recorded, judgments=changes,
+                        note=f"the baseline's run {baseline.from_run} kept its lists to depth "
+                             f"{row['snapshot_depth']} only: compared as recorded")
+    lists = snapshots.load_ranked_results(conn, baseline.from_run, baseline.configuration)
+    answered = [q for q in today.queries if q.id in baseline.per_query] if baseline.per_query \
+        else list(today.queries)
+    run = RankedRun(configuration=baseline.configuration,
+                    results={q.id: [(d, s) for d, s, _ in lists.get(q.id, [])] for q in answered})
+    scored = score_run(run, today.qrels, answered, tuple(exact), today.settings)
+    per_query = {q: dict(v) for q, v in baseline.per_query.items()}
+    for metric in exact:
+        for qid, value in scored.values(metric).items():
+            per_query.setdefault(qid, {})[metric] = None if np.isnan(value) else float(value)
+    means = {**recorded, **{m: scored.means[m] for m in exact if scored.means.get(m) is not None}}
+    note = (f"baseline re-scored under today's judgments from the ranked lists of run "
+            f"{baseline.from_run}")
+    if not_exact:
+        note += (f"; {', '.join(not_exact)} as recorded (lists kept to depth "
+                 f"{row['snapshot_depth']})")
+    return Rescored(replace(baseline, metrics=means, per_query=per_query), recorded,
+                    rescored={m: means[m] for m in exact if m in means}, status="re-scored",
+                    note=note, judgments=changes)
+
+
 def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str | Path | None,
                 tolerance: float | None = None,
                 configuration: str | None = None,
-                spread: dict[str, tuple[float | None, str]] | None = None) -> GateResult | None:
+                spread: dict[str, tuple[float | None, str]] | None = None,
+                rescored: Rescored | None = None) -> GateResult | None:
     """`configuration` (default: the baseline's) against the baseline (read by the preflight, or
     a path); None only when no baseline is given on purpose. A gated configuration that was not
     run is refused, never a silently open gate (the preflight refuses it before any work).
@@ -415,11 +547,12 @@ def gate_scores(scores: dict[str, ConfigurationScores], baseline: Baseline | str
             if estimate[0]:
                 spread[metric] = estimate
     if gated == baseline.configuration:
-        return check_gate(baseline, scores[gated], tolerance=tolerance, spread=spread)
+        return check_gate(baseline, scores[gated], tolerance=tolerance, spread=spread,
+                          rescored=rescored)
     # a candidate against the values the baseline holds for the served configuration: the
     # verdict is the candidate's
     result = check_gate(baseline, replace(scores[gated], configuration=baseline.configuration),
-                        tolerance=tolerance, spread=spread)
+                        tolerance=tolerance, spread=spread, rescored=rescored)
     return replace(result, configuration=gated)
 
 
@@ -431,8 +564,16 @@ def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
     out: dict = {"configurations": {}, "incomplete": []}
     for name, run in runs.items():
         allowed = by_name[name].allowed_failures(queries) if name in by_name else 0
-        out["configurations"][name] = {"failed": len(run.errors), "allowed": allowed,
-                                       "queries": queries, "errors": run.errors}
+        entry = {"failed": len(run.errors), "allowed": allowed, "queries": queries,
+                 "errors": run.errors,
+                 "not_sent": sum(1 for e in run.errors.values() if e.get("not_sent")),
+                 # down: it answered no query at all (unreachable, refusing, timing out)
+                 "down": bool(queries) and len(run.errors) >= queries and not run.results}
+        if name in by_name and by_name[name].kind == "http":
+            from searcheval.rankers.http import endpoint
+
+            entry["endpoint"] = endpoint(by_name[name])
+        out["configurations"][name] = entry
         if len(run.errors) > allowed:
             out["incomplete"].append(name)
     return out
@@ -440,12 +581,10 @@ def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
 
 def incomplete_message(failures: dict) -> str:
     """One line: which configurations are incomplete, and the first failure of each."""
-    parts = []
-    for name in failures["incomplete"]:
-        f = failures["configurations"][name]
-        qid, error = next(iter(f["errors"].items()))
-        parts.append(f"{name}: {f['failed']} of {f['queries']} queries failed (allowed "
-                     f"{f['allowed']}); first: query {qid!r}: {error['cause']}")
+    from searcheval.evaluation.alerts import incomplete_summary
+
+    parts = [incomplete_summary(name, failures["configurations"][name])
+             for name in failures["incomplete"]]
     return "run incomplete, not gated: " + "; ".join(parts)
 
 
@@ -547,6 +686,12 @@ def diff_configuration(result: EvaluationResult) -> str | None:
     return next(iter(result.scores), None)
 
 
+def _answered_nothing(result: EvaluationResult, configuration: str) -> bool:
+    """A configuration that answered no query (its backend down) has no list to diff."""
+    f = ((result.failures or {}).get("configurations") or {}).get(configuration) or {}
+    return bool(f.get("down"))
+
+
 def diff_candidate(conn: psycopg.Connection, result: EvaluationResult) -> dict | None:
     """A candidate run's candidate against its served configuration (A = served, B = candidate),
     from the snapshot just published; None for a run without a candidate. Sets
@@ -554,7 +699,9 @@ def diff_candidate(conn: psycopg.Connection, result: EvaluationResult) -> dict |
     from searcheval.evaluation.diff import configurations_diff
 
     side = result.candidate or {}
-    if not side.get("candidate") or not side.get("served"):
+    if not side.get("candidate") or not side.get("served") \
+            or _answered_nothing(result, side["candidate"]) \
+            or _answered_nothing(result, side["served"]):
         return None
     result.candidate_diff = configurations_diff(conn, result.run_id, side["served"],
                                                 side["candidate"])
@@ -567,7 +714,7 @@ def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> di
     from searcheval.evaluation.diff import previous_run_diff
 
     configuration = diff_configuration(result)
-    if configuration is None:
+    if configuration is None or _answered_nothing(result, configuration):
         return None
     result.diff = previous_run_diff(conn, result.run_id, configuration)
     return result.diff
@@ -594,10 +741,20 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
     """The candidate beside the served configuration on the queries both answered: the means,
     their deltas, and the queries that got better and worse on `by` (largest change first)."""
     a, b = scores[candidate], scores[served]
-    means = {m: {"served": b.means.get(m), "candidate": a.means.get(m),
-                 "delta": (None if a.means.get(m) is None or b.means.get(m) is None
-                           else a.means[m] - b.means[m])}
-             for m in metrics if m in a.means}
+    shared = set(a.evaluation.query_ids) & set(b.evaluation.query_ids)
+    same = shared == set(a.evaluation.query_ids) == set(b.evaluation.query_ids)
+
+    def mean(s: ConfigurationScores, metric: str) -> float | None:
+        """The plain mean when both answered every query, else the mean over those both did."""
+        if same or metric not in s.evaluation.values:
+            return s.means.get(metric)
+        kept = [v for q, v in s.values(metric).items() if q in shared and v == v]
+        return float(np.mean(kept)) if kept else None
+
+    means = {m: {"served": mean(b, m), "candidate": mean(a, m)} for m in metrics if m in a.means}
+    for m in means.values():
+        m["delta"] = None if m["served"] is None or m["candidate"] is None \
+            else m["candidate"] - m["served"]
     better, worse = [], []
     if by in a.evaluation.values and by in b.evaluation.values:
         va, vb = a.values(by), b.values(by)
@@ -610,7 +767,8 @@ def compare_candidate(scores: dict[str, ConfigurationScores], candidate: str, se
     worse.sort(key=lambda r: (r["delta"], r["query_id"]))
     return {"candidate": candidate, "served": served, "metric": by, "means": means,
             "better": better[:shown], "worse": worse[:shown],
-            "counts": {"better": len(better), "worse": len(worse)}}
+            "counts": {"better": len(better), "worse": len(worse)},
+            "queries": len(shared), "same_queries": same}
 
 
 def costs(runs: dict[str, RankedRun], configurations: list[Configuration],

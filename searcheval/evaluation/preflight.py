@@ -436,7 +436,8 @@ def check_comparable_baseline(request: RunRequest) -> list[InputError]:
     try:
         check_comparable(baseline, dataset=dataset_of(collection),
                          query_ids=[q.id for q in collection.queries],
-                         conventions=run_conventions(conventions.settings(), ()))
+                         conventions={**run_conventions(conventions.settings(), ()),
+                                      "depth": request.depth})
     except InputError as exc:
         return [exc]
     return []

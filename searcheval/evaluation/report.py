@@ -236,6 +236,9 @@ def console_table(result: EvaluationResult) -> str:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
                     f"tolerance {result.gate.tolerance:g})"
         lines.append(line.rstrip())
+    for name, s in result.scores.items():  # a mean over fewer queries is said to be one
+        if s.incomplete_means:
+            lines.append(f"  {name}: {s.incomplete_means}")
     if result.candidate:
         lines.extend(candidate_lines(result.candidate))
     for name in result.incomplete:
@@ -245,6 +248,8 @@ def console_table(result: EvaluationResult) -> str:
     if result.gate is None:
         lines.append(result.gate_line())
     if result.gate is not None:
+        for note in result.gate.notes(console=True):  # moved for another reason than ranking
+            lines.append(f"  {note}")
         for trip in result.gate.tripped:
             lines.append(f"  tripped: {trip.describe()}")
         for metric in dict.fromkeys(t.metric for t in result.gate.tripped):
@@ -283,8 +288,12 @@ def markdown_report(result: EvaluationResult) -> str:
     else:
         w(f"- gate: **NOT GATED** ({result.not_gated_reason or 'no baseline'})\n")
     if result.incomplete:
+        from searcheval.evaluation.alerts import incomplete_summary
+
         w(f"- **incomplete**: {', '.join(result.incomplete)} failed more queries than allowed; "
           "the run is not gated\n")
+        for name in result.incomplete:
+            w(f"  - {incomplete_summary(name, result.failures['configurations'][name])}\n")
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
@@ -297,13 +306,16 @@ def markdown_report(result: EvaluationResult) -> str:
         cells = []
         for m in metrics:
             ci = s.ci95.get(m)
-            cell = _fmt(s.means.get(m))
+            cell = _fmt(s.means.get(m)) + ("*" if s.incomplete_means else "")
             if ci:
                 cell += f" [{ci[0]:.2f}, {ci[1]:.2f}]"
             cells.append(cell)
         w(f"| {name} | " + " | ".join(cells)
           + f" | {_fmt(s.latency_ms.get('p50'), 1)} | {_fmt(s.latency_ms.get('p95'), 1)} "
           f"| {_fmt(s.latency_ms.get('p99'), 1)} |\n")
+    for name, s in result.scores.items():
+        if s.incomplete_means:
+            w(f"\n\\* {name}: {s.incomplete_means}: not a mean over every golden query.\n")
     w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
       "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
       f"queries the `{_policy(result)}` policy.\n")
@@ -375,6 +387,26 @@ def markdown_report(result: EvaluationResult) -> str:
                   f"| {_fmt(t.delta)} | {_fmt(t.p_value)} |\n")
         else:
             w("No gated metric dropped by more than the tolerance.\n")
+        notes = gate.notes()
+        if notes or gate.like_with_like:
+            w("\n### Like with like\n\nThe gate compares the same queries under the same "
+              "judgments, conventions and depth; what moved for another reason is said here, "
+              "never folded into the delta.\n\n")
+            for note in notes or ["the same queries and judgments on both sides"]:
+                w(f"- {note}\n")
+            rescored = (gate.like_with_like or {}).get("baseline") or {}
+            if rescored.get("status") == "re-scored":
+                w(f"- {rescored['note']}\n")
+            counted = (result.judging.get("judgments") or {}).get("set") or {}
+            if counted:
+                w(f"- judgments counted: `judgment_sources: {counted.get('counted')}` "
+                  f"({counted.get('counted_from')})\n")
+            w("\n| metric | baseline (compared) | as recorded | now | delta | queries |\n"
+              "|---|---|---|---|---|---|\n")
+            for metric, c in gate.compared.items():
+                w(f"| {metric} | {_fmt(c.get('baseline'))} | "
+                  f"{_fmt(c.get('recorded_baseline', c.get('baseline')))} | {_fmt(c.get('value'))} "
+                  f"| {_fmt(c.get('delta'))} | {c.get('queries') or 'all'} |\n")
         if gate.tripped:
             w(f"\nEach query's results against the baseline's run, side by side: "
               f"`searcheval diff baseline {result.run_id}`.\n")
@@ -474,7 +506,9 @@ def candidate_lines(c: dict) -> list[str]:
     """The console's side by side of a candidate and the served configuration."""
     deltas = ", ".join(f"{m} {_fmt(v['delta'])}" for m, v in c["means"].items()
                        if v["delta"] is not None)
-    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}"]
+    over = "" if c.get("same_queries", True) else \
+        f" (over the {c['queries']} queries both answered)"
+    lines = [f"candidate {c['candidate']} vs served {c['served']}: {deltas}{over}"]
     for label in ("better", "worse"):
         names = ", ".join(f"{r['query_id']} ({r['delta']:+.3f})" for r in c[label])
         lines.append(f"  {c['counts'][label]} {label} on {c['metric']}"
@@ -514,6 +548,21 @@ def what_ran_lines(what_ran: dict) -> list[str]:
     return lines
 
 
+def judgment_set_lines(record: dict | None) -> list[str]:
+    """Which judgments counted, and the judgment set the run was scored with."""
+    if not record:
+        return []
+    from searcheval.judging.source import describe_sources
+
+    counted = record.get("counted") or "all"
+    counted = counted if counted in ("dataset", "all") else tuple(counted.split(","))
+    by_source = ", ".join(f"{n} {s}" for s, n in (record.get("by_source") or {}).items())
+    return [f"judgments counted: {describe_sources(counted)} "
+            f"(`judgment_sources: {record.get('counted')}`, {record.get('counted_from')})",
+            f"judgment set: {record.get('pairs', 0)} graded pair(s) ({by_source or 'none'}); "
+            f"fingerprint `{(record.get('fingerprint') or '')[:19]}`"]
+
+
 def judging_markdown(judging: dict, scores: dict) -> str:
     """The report's Judging section, from metrics.json's `judging` block."""
     out = io.StringIO()
@@ -526,6 +575,8 @@ def judging_markdown(judging: dict, scores: dict) -> str:
         judges = j.get("judges") or {}
         w(f"- {j.get('rows', 0)} judgment row(s) on {j.get('pairs', 0)} pair(s) by "
           f"{len(judges)} judge(s); {j.get('multiply_judged', 0)} pair(s) graded by two or more\n")
+        for line in judgment_set_lines(j.get("set")):
+            w(f"- {line}\n")
     if pool:
         w(f"- pool: {pool.get('size', 0)} unjudged pair(s) in the configurations' top "
           f"{pool.get('k')}: list them with `{pool.get('command')}`\n")
@@ -595,7 +646,8 @@ def conventions_lines(conventions: dict) -> list[str]:
         gain=c["gain"], relevance_level=c["relevance_level"], no_relevant=c["no_relevant"],
         coverage_floor=c["coverage_floor"], grade_scale=tuple(c["grade_scale"]),
         grade_map=tuple(c["grade_map"].items()) if c.get("grade_map") else None,
-        coverage_k=c.get("coverage_k", 10), sources=dict(c.get("sources") or {})).lines()
+        coverage_k=c.get("coverage_k", 10), sources=dict(c.get("sources") or {})).lines() \
+        + ([f"retrieval depth: {c['depth']} results per query"] if c.get("depth") else [])
 
 
 def query_notes(queries, segments: dict[str, list[str]] | None = None) -> dict[str, dict]:

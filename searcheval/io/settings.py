@@ -8,6 +8,8 @@ table mapping), e.g. for TREC-DL
     coverage_floor: 0.5     # judged share of each configuration's top k below which a run alerts
     grade_map: {Exact: 3, Partial: 1, Irrelevant: 0}   # text labels -> grades (WANDS, mappings)
     name: trec-dl-2019      # the dataset's identity in Postgres (default: its content fingerprint)
+    judgment_sources: dataset   # which judgments count: dataset (its own qrels only), all, or
+                                # a list of sources counted beside them: [human, import, model]
 
 Every key is optional; a run parameter (CLI flag) overrides it, and what neither sets comes from
 `searcheval.defaults`. Unknown keys and wrong values are refused with the file and the key.
@@ -25,7 +27,7 @@ from searcheval.types import DatasetSettings
 
 SETTINGS_FILE = "searcheval.yaml"
 KEYS = ("gain", "relevance_level", "no_relevant", "grade_scale", "coverage_floor", "grade_map",
-        "name")
+        "name", "judgment_sources")
 GAINS = ("exponential", "linear")
 POLICIES = ("one", "zero", "skip")
 
@@ -96,8 +98,27 @@ def check_setting(key: str, value: Any, *, file: str | Path | None = None,
             raise InputError(f"expected a dataset name of 1 to 200 printable characters, got "
                              f"{value!r}"[:300], file=file, field=field)
         return value.strip()
+    if key == "judgment_sources":
+        return check_judgment_sources(value, file=file, field=field)
     raise InputError(f"unknown setting {key!r}; expected one of {', '.join(KEYS)}", file=file,
                      field=field)
+
+
+def check_judgment_sources(value: Any, *, file: str | Path | None = None,
+                           field: str = "judgment_sources") -> str | tuple[str, ...]:
+    """`dataset` (the dataset's own judgments only: reproduce a public benchmark exactly), `all`
+    (its own and every stored grade, by the judgment rule), or the sources counted beside its
+    own: a list, or a comma-separated string, of human, import, model."""
+    from searcheval.defaults import JUDGMENT_SOURCES
+
+    if isinstance(value, str) and value.strip() in ("dataset", "all"):
+        return value.strip()
+    items = value.split(",") if isinstance(value, str) else value
+    if isinstance(items, (list, tuple)) and items \
+            and all(isinstance(v, str) and v.strip() in JUDGMENT_SOURCES for v in items):
+        return tuple(sorted({v.strip() for v in items}))
+    raise InputError(f"expected dataset, all, or a list of sources of {', '.join(JUDGMENT_SOURCES)}"
+                     f"; got {value!r}"[:300], file=file, field=field)
 
 
 def _whole(value: Any) -> bool:

@@ -210,6 +210,31 @@ class Effective:
     judges: dict[str, int]  # judge -> pairs with a latest row of theirs (fresh or not)
     latest: dict[tuple[str, str], dict[str, int]]  # pair -> {judge: latest fresh grade}
     rows: int = 0
+    sources: dict[tuple[str, str], str] = field(default_factory=dict)  # pair -> its rows' sources
+    counted: str | tuple[str, ...] = "all"  # which stored rows counted (`source.counted_sources`)
+    counted_from: str = "default"  # where that choice came from
+
+    def record(self) -> dict:
+        """What a run was scored with (`judging.judgment_record`): the fingerprint of the fresh
+        effective grades (query, document, grade: a re-grade to the same grade changes nothing),
+        and how many pairs each source and each judge contributed."""
+        grades = self.grades()
+        by_source: Counter = Counter()
+        by_judge: Counter = Counter()
+        for j in self.judgments:
+            pair = (j.query_id, j.doc_id)
+            if pair in self.stale_pairs:
+                continue
+            for source in (self.sources.get(pair) or "import").split(","):
+                by_source[source] += 1
+            for judge in (j.judge or "").split(","):
+                by_judge[judge or "-"] += 1
+        return {"fingerprint": grades_fingerprint(grades), "pairs": len(grades),
+                "by_source": dict(sorted(by_source.items())),
+                "by_judge": dict(sorted(by_judge.items())), "rule": self.rule.name,
+                "counted": (self.counted if isinstance(self.counted, str)
+                            else ",".join(self.counted)),
+                "counted_from": self.counted_from}
 
     def grades(self) -> dict[tuple[str, str], int]:
         """Fresh effective grades only: what counts as judged."""
@@ -229,7 +254,16 @@ class Effective:
         return {"rule": self.rule.name, "rule_text": self.rule.describe(), "rows": self.rows,
                 "pairs": len(self.judgments), "judges": dict(sorted(self.judges.items())),
                 "multiply_judged": sum(1 for g in self.latest.values() if len(g) >= 2),
-                "stale_by_judge": {j: dict(r) for j, r in sorted(self.stale_by_judge.items())}}
+                "stale_by_judge": {j: dict(r) for j, r in sorted(self.stale_by_judge.items())},
+                "set": self.record()}  # the judgment set the run was scored with
+
+
+def grades_fingerprint(grades: dict[tuple[str, str], int]) -> str:
+    """`sha256:` over the sorted (query, document, grade) triples."""
+    digest = hashlib.sha256()
+    for (q, d), g in sorted(grades.items()):
+        digest.update(f"{q}\t{d}\t{g}\n".encode("utf-8"))
+    return "sha256:" + digest.hexdigest()
 
 
 def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Resource], *,
@@ -249,6 +283,7 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
         lambda: {r: 0 for r in STALE_REASONS if r not in LOOKUP_REASONS})
     judges: Counter = Counter()
     latest_fresh: dict[tuple[str, str], dict[str, int]] = {}
+    sources: dict[tuple[str, str], str] = {}
     for pair, by_judge in sorted(latest_by_judge(rows).items()):
         fresh: dict[str, JudgmentRow] = {}
         stale: dict[str, tuple[JudgmentRow, str]] = {}
@@ -274,13 +309,14 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
                             judge=",".join(sorted(r.judge for r in contributing)))
         if fresh:
             judgments.append(judgment)
+            sources[pair] = ",".join(sorted({r.source for r in contributing}))
         else:
             reasons = [reason for _, reason in stale.values()]
             stale_pairs[pair] = min(reasons, key=STALE_REASONS.index)
             stale_only.append(judgment)
     return Effective(rule=rule, judgments=judgments + stale_only, stale_pairs=stale_pairs,
                      stale_by_judge=dict(stale_by_judge), judges=dict(judges),
-                     latest=latest_fresh, rows=len(rows))
+                     latest=latest_fresh, rows=len(rows), sources=sources)
 
 
 def rows_from_collection(judgments: list[Judgment], origin: str | None = None,

@@ -42,8 +42,40 @@ def seed_rows(collection: Collection):
     return rows_from_collection(collection.judgments, origin=_origin(collection))
 
 
-def _rows(conn: psycopg.Connection, collection: Collection):
-    stored = store.load_judgment_rows(conn, judgment_set(collection), include_seed=False)
+#: the datasets whose own judgments are a public benchmark's (BEIR qrels, WANDS labels): by
+#: default only those count, so the published numbers are reproduced exactly
+BENCHMARK_JUDGMENTS = ("qrels", "labels")
+
+
+def counted_sources(collection: Collection, given=None) -> tuple[str | tuple[str, ...], str]:
+    """(which judgments count, where that came from): the run parameter, else the dataset's
+    setting (`judgment_sources`), else `dataset` for a public benchmark's qrels or labels and
+    `all` for a team's own data (the fixtures' layout, a mapping)."""
+    from searcheval.io.settings import check_judgment_sources
+
+    if given is not None:
+        return check_judgment_sources(given), "run parameter judgment_sources"
+    declared = getattr(collection.settings, "judgment_sources", None)
+    if declared is not None:
+        return declared, f"dataset setting in {collection.settings.source}"
+    if any(key in collection.sources for key in BENCHMARK_JUDGMENTS):
+        return "dataset", "default for a benchmark's qrels"
+    return "all", "default for a team's own judgments"
+
+
+def describe_sources(counted: str | tuple[str, ...]) -> str:
+    if counted == "dataset":
+        return "the dataset's own judgments only"
+    if counted == "all":
+        return "the dataset's own judgments and every stored grade (imports, rating page, judges)"
+    return f"the dataset's own judgments and stored grades of source {', '.join(counted)}"
+
+
+def _rows(conn: psycopg.Connection, collection: Collection, counted="all"):
+    stored = [] if counted == "dataset" else \
+        store.load_judgment_rows(conn, judgment_set(collection), include_seed=False)
+    if counted not in ("dataset", "all"):
+        stored = [r for r in stored if r.source in counted]
     queries = {q.id for q in collection.queries}
     return [r for r in stored + seed_rows(collection) if r.query_id in queries]
 
@@ -55,12 +87,15 @@ def judged_documents(conn: psycopg.Connection, collection: Collection) -> set[st
 
 def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Rule, *,
                       max_age_days: float | None, now: datetime | None = None,
-                      observed: Observed | None = None) -> tuple[Collection, Effective]:
+                      observed: Observed | None = None,
+                      counted: str | tuple[str, ...] = "all",
+                      counted_from: str = "default") -> tuple[Collection, Effective]:
     """(the collection with its effective judgments, the Effective set) from the stored rows and
     the dataset's file, without writing anything. Only golden queries' judgments are kept; the
     collection's digests gain `judgments` (sha256 of the effective set). Without a catalog, the
-    stored versions of the judged documents, with `observed` added, tell staleness."""
-    rows = _rows(conn, collection)
+    stored versions of the judged documents, with `observed` added, tell staleness. `counted`
+    (`counted_sources`) says which stored rows count beside the dataset's own."""
+    rows = _rows(conn, collection, counted)
     if rule.kind == "judge" and not any(r.judge == rule.judge for r in rows):
         judges = sorted({r.judge for r in rows})
         raise InputError(f"judge {rule.judge!r} has no judgment of {judgment_set(collection)}; its judges "
@@ -74,6 +109,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     effective = effective_judgments(rows, rule, collection.resources, now=now,
                                     max_age_days=max_age_days, catalog=collection.has_catalog,
                                     versions=versions)
+    effective.counted, effective.counted_from = counted, counted_from
     digests = {**collection.digests, "judgments_effective": effective.digest()}
     return replace(collection, judgments=effective.judgments, digests=digests), effective
 

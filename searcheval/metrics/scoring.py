@@ -28,6 +28,19 @@ class ConfigurationScores:
     settings: Settings = field(default_factory=Settings)
     segments: dict[str, list[str]] = field(default_factory=dict)  # query id -> segment labels
     by_segment: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    failed: tuple[str, ...] = ()  # the queries that failed: left out of every mean
+
+    @property
+    def incomplete_means(self) -> str | None:
+        """"5 queries failed: means over 295 of 300" when queries failed, else None: a mean over
+        fewer queries is never shown as a plain mean."""
+        if not self.failed:
+            return None
+        n = len(self.evaluation.query_ids)
+        k = len(self.failed)
+        if not n:
+            return f"all {k} quer{'y' if k == 1 else 'ies'} failed: no mean"
+        return f"{k} quer{'y' if k == 1 else 'ies'} failed: means over {n} of {n + k}"
 
     def group_means(self, group: str) -> dict[str, float | None]:
         """The means of a category, or of a segment (`words:4+`): what a per-category rule reads."""
@@ -55,6 +68,9 @@ class ConfigurationScores:
             "by_category": self.by_category,
             "by_segment": self.by_segment,
             "latency_ms": self.latency_ms,
+            "queries": {"scored": len(self.evaluation.query_ids), "failed": len(self.failed),
+                        "of": len(self.evaluation.query_ids) + len(self.failed)},
+            "means_over": self.incomplete_means,  # None: every query answered
         }
 
 
@@ -91,6 +107,7 @@ def score_run(run: RankedRun, qrels: Qrels, queries: list[Query],
     """Score one configuration over every golden query (a query it did not answer is empty), per
     category and per automatic segment (`searcheval.metrics.segments`). A query that failed
     (`run.errors`) is left out: a failure is never scored as an empty result."""
+    failed = tuple(sorted(q.id for q in queries if q.id in run.errors))
     queries = [q for q in queries if q.id not in run.errors]
     query_ids = [q.id for q in queries]
     evaluation = evaluate(qrels, run.as_run(), list(metrics), settings, query_ids=query_ids)
@@ -109,4 +126,5 @@ def score_run(run: RankedRun, qrels: Qrels, queries: list[Query],
         settings=settings,
         segments=segments,
         by_segment={s: by_segment[s] for s in sorted(by_segment, key=segment_order)},
+        failed=failed,
     )

@@ -15,6 +15,8 @@ An entry has a `kind` (a name of `rankers.registry`), its `params` (each checked
 kind's parameters: unknown names, wrong types and values out of range are refused, the defaults
 filled in), an optional `description`, `served`, and what a run may tolerate of it:
 `max_failed_queries` (a count) and `max_failed_share` (a share of the queries), both 0 by default,
+`fail_fast_after` (a backend that failed this many queries in a row before answering one is
+down: its other queries are not sent, and the run ends incomplete; default 3, 0 never stops),
 `prices` (cost per 1,000 requests, per CPU-second, per embedded document) and `documents` (a
 lookup of the engine's own documents: `rankers.documents`).
 
@@ -39,7 +41,10 @@ from searcheval.rankers.params import Param, check_value
 
 DEFAULT_FILE = "configurations.yaml"
 ENTRY_KEYS = ("kind", "description", "served", "params", "max_failed_queries",
-              "max_failed_share", "prices", "documents")
+              "max_failed_share", "prices", "documents", "fail_fast_after")
+#: a backend that failed this many queries in a row and answered none is down: the rest of its
+#: queries are not sent (`fail_fast_after`; 0 sends every query whatever happens)
+FAIL_FAST_AFTER = 3
 PRICE_KEYS = ("per_1000_requests", "per_cpu_second", "per_embedded_document")
 
 
@@ -56,6 +61,7 @@ class Configuration:
     max_failed_queries: int = 0
     max_failed_share: float = 0.0
     prices: dict[str, float] = field(default_factory=dict)
+    fail_fast_after: int = FAIL_FAST_AFTER  # operational, like max_failed_*: not in the hash
     overridden: dict[str, Any] = field(default_factory=dict)  # param path -> value, as given
     components: tuple["Configuration", ...] = ()  # the configurations it names (fused)
     documents: dict | None = None  # its document lookup (rankers.documents), if any
@@ -78,6 +84,7 @@ class Configuration:
                 "overridden": self.overridden,
                 "max_failed_queries": self.max_failed_queries,
                 "max_failed_share": self.max_failed_share, "prices": self.prices,
+                "fail_fast_after": self.fail_fast_after,
                 "components": {c.name: c.sha256 for c in self.components},
                 "documents": self.documents}
 
@@ -215,6 +222,7 @@ def configurations_from(raw: Mapping[str, Any], file: str,
         by_path.setdefault(name, {})[param] = value
 
     checked: dict[str, tuple] = {}
+    fail_fast: dict[str, int] = {}
     for name, entry in entries.items():
         if not isinstance(name, str) or not name.strip() or any(c in name for c in " .,=/"):
             raise InputError(f"expected a configuration name without spaces, dots, commas, '=' "
@@ -241,6 +249,9 @@ def configurations_from(raw: Mapping[str, Any], file: str,
                                 file)
         prices = check_value(Param("mapping", keys=PRICE_KEYS, item=Param("number", minimum=0)),
                              entry.get("prices") or {}, f"{name}.prices", file)
+        fail_fast[name] = check_value(Param("integer", minimum=0, maximum=1_000_000),
+                                      entry.get("fail_fast_after", FAIL_FAST_AFTER),
+                                      f"{name}.fail_fast_after", file)
         documents = None
         if entry.get("documents") is not None:
             from searcheval.rankers.documents import check_lookup
@@ -276,7 +287,7 @@ def configurations_from(raw: Mapping[str, Any], file: str,
             name=name, kind=kind.name, params=params, description=description, served=served,
             sha256=sha, max_failed_queries=max_failed, max_failed_share=max_share, prices=prices,
             overridden=by_path.get(name, {}), components=tuple(components),
-            documents=documents)
+            documents=documents, fail_fast_after=fail_fast[name])
         return resolved[name]
 
     for name in checked:

@@ -268,6 +268,78 @@ class QueryFailed(Exception):
         self.attempts = attempts
 
 
+def endpoint(configuration) -> str:
+    """Where a configuration's requests go, safe to print: scheme, host, port and path of its URL
+    template (placeholders left as they are), never a user, password or query string."""
+    from urllib.parse import urlsplit
+
+    p = configuration.params
+    url = (p.get("base_url") or "").rstrip("/") + "/" + (p.get("url") or "").lstrip("/") \
+        if p.get("base_url") else (p.get("url") or "")
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    try:
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:  # a templated port
+        port = ""
+    return f"{parts.scheme}://{host}{port}{parts.path}" if parts.scheme else parts.path
+
+
+def transport_cause(exc: BaseException) -> str:
+    """A transport failure in words: `connection refused`, `name not resolved`, else the kind of
+    error (never its message: it may hold the URL, and with it a credential)."""
+    import errno
+
+    seen, chain = set(), exc
+    while chain is not None and id(chain) not in seen:  # httpx wraps the socket's OSError
+        seen.add(id(chain))
+        if isinstance(chain, ConnectionRefusedError) or \
+                getattr(chain, "errno", None) == errno.ECONNREFUSED:
+            return "connection refused"
+        if isinstance(chain, OSError) and chain.__class__.__name__ == "gaierror":
+            return "name not resolved"
+        chain = chain.__cause__ or chain.__context__
+    text = str(exc).lower()
+    if "connection refused" in text:
+        return "connection refused"
+    if "name or service not known" in text or "nodename nor servname" in text:
+        return "name not resolved"
+    return f"connection error: {type(exc).__name__}"
+
+
+class Breaker:
+    """Fail fast when the backend is down: after `after` queries failed in a row with no answer
+    yet, the queries not yet sent are not sent (`fail_fast_after`; 0: never). Shared by the
+    threads of one shard."""
+
+    def __init__(self, after: int):
+        import threading
+
+        self.after = after
+        self.failed_in_a_row = 0
+        self.answered = 0
+        self.first_cause: str | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def open(self) -> bool:
+        return bool(self.after) and not self.answered and self.failed_in_a_row >= self.after
+
+    def record(self, failed: bool, cause: str | None = None) -> None:
+        with self._lock:
+            if failed:
+                self.failed_in_a_row += 1
+                self.first_cause = self.first_cause or cause
+            else:
+                self.answered += 1
+                self.failed_in_a_row = 0
+
+    def skipped(self) -> dict:
+        return {"cause": f"not sent: the service looks down ({self.failed_in_a_row} queries "
+                         f"failed in a row, none answered; first: {self.first_cause})",
+                "attempts": 0, "not_sent": True}
+
+
 def _retry_after(headers, fallback: float, ceiling: float) -> float:
     raw = headers.get("retry-after") if headers is not None else None
     try:
@@ -329,7 +401,7 @@ def _ask(client, configuration, limits, query, k, secret_params):
                 raise QueryFailed("invalid URL for this query (a field too long or not "
                                   "encodable)", attempts) from None
             except httpx.TransportError as exc:
-                cause = f"connection error: {type(exc).__name__}"
+                cause = transport_cause(exc)
             if cause is None:
                 hits = _hits(document, configuration, id_path, score_path, attempts)
                 latency = (time.perf_counter() - started) * 1000.0
@@ -404,13 +476,19 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     with bounded_client(headers=headers, concurrency=connections,
                         read_timeout=p["timeout_s"]) as client:
 
+        breaker = Breaker(getattr(configuration, "fail_fast_after", 0))
+
         def one(query: Query):
+            if breaker.open:  # the service is down: fail fast, never a long wait per query
+                return query.id, None, breaker.skipped()
             started = time.perf_counter()
             try:
                 hits, ms, round_trip, attempts = ask(client, configuration, limits, query, k,
                                                      secret_params)
             except QueryFailed as exc:
+                breaker.record(True, exc.cause)
                 return query.id, None, {"cause": exc.cause, "attempts": exc.attempts}
+            breaker.record(False)
             return query.id, (hits[:k], ms, round_trip, attempts,
                               (time.perf_counter() - started) * 1000.0), None
 

@@ -1,5 +1,5 @@
 """The nightly flow with backends (http, python, trec) through `searcheval run`: the whole
-pipeline, incomplete runs (exit 2, published, not gated), and the record of what ran."""
+pipeline, incomplete runs (exit 3, published, not gated), and the record of what ran."""
 
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_an_http_configuration_runs_through_the_whole_flow(service, flow_env, tm
     assert (out / "runs" / "native.trec").is_file()
 
 
-def test_a_500_on_one_query_makes_the_run_incomplete_exit_2_and_not_gated(service, flow_env,
+def test_a_500_on_one_query_makes_the_run_incomplete_exit_3_and_not_gated(service, flow_env,
                                                                           tmp_path, capsys):
     query = COLLECTION.queries[2]
     service.set_knobs(fail_queries={query.text: 500})
@@ -79,7 +79,7 @@ def test_a_500_on_one_query_makes_the_run_incomplete_exit_2_and_not_gated(servic
     code, metrics, out = run(tmp_path, "--configurations-file", str(path),
                              "--baseline", str(baseline_for(tmp_path, "native")))
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2
+    assert code == 3
     assert "native" in err[-1] and repr(query.id) in err[-1] and "HTTP 500" in err[-1]
     # published, with the error listed, and not gated
     assert metrics["incomplete"] == ["native"]
@@ -130,7 +130,7 @@ def test_a_python_retriever_runs_through_the_flow_and_a_failing_call_is_incomple
                    "options": {"base_url": service.url, "fail_on": query.id}}}}}))
     code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline")
     err = capsys.readouterr().err.strip().splitlines()
-    assert code == 2 and metrics["incomplete"] == ["mine"]
+    assert code == 3 and metrics["incomplete"] == ["mine"]
     assert repr(query.id) in err[-1] and "RuntimeError: index is being rebuilt" in err[-1]
     code, metrics, _ = run(tmp_path, "--configurations-file", str(path), "--no-baseline",
                            "--set", "mine.options.fail_on=none-such")
