@@ -4,10 +4,9 @@ engine that is down (fail fast, its cause, its URL without secrets)."""
 
 from __future__ import annotations
 
-
 import socket
-from types import SimpleNamespace
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import pytest
