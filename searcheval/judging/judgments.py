@@ -63,12 +63,19 @@ class JudgmentRow:
     seed: bool = False
     retracted_at: datetime | None = None
     recorded_at: datetime | None = None
+    judge_hash: str | None = None  # a model judge's identity (judging.judges)
+    prompt_version: str | None = None
+    rationale: str | None = None
 
     def to_dict(self) -> dict:
-        return {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
-                "judge": self.judge,
-                "judged_at": self.judged_at.isoformat() if self.judged_at else None,
-                "source": self.source, "guideline": self.guideline, "note": self.note}
+        out = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
+               "judge": self.judge,
+               "judged_at": self.judged_at.isoformat() if self.judged_at else None,
+               "source": self.source, "guideline": self.guideline, "note": self.note}
+        if self.judge_hash is not None:
+            out.update(judge_hash=self.judge_hash, prompt_version=self.prompt_version,
+                       rationale=self.rationale, content_hash=self.content_hash)
+        return out
 
 
 @dataclass(frozen=True)
