@@ -234,6 +234,10 @@ def add_judgments(sub) -> None:
     _common(a)
     a.set_defaults(handler=cmd_agreement)
 
+    from searcheval.cli.judges import add_judge_commands
+
+    add_judge_commands(group)
+
 
 # --------------------------------------------------------------------------- rate
 

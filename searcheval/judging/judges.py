@@ -414,3 +414,30 @@ def check_independent(judge: Judge, models: list[tuple[str, str, str | None]]) -
                              f"configuration {configuration!r} ranks with ({model}): a judge is "
                              "never the model of a configuration it judges", file=judge.file,
                              field=f"{judge.name}.model")
+
+
+def check_against_configurations(judge: Judge, configurations, model_path: str | None = None
+                                 ) -> None:
+    """`check_independent` against every configuration given (a `Configurations` or a list),
+    whose vectors come from the embedding model at `model_path` (the packaged all-MiniLM-L6-v2
+    when None); its weights are hashed only when the judge has weights of its own."""
+    from searcheval.rankers.embeddings import model_name
+
+    selected = list(configurations.entries.values()) if hasattr(configurations, "entries") \
+        else list(configurations)
+    path = model_path
+    if path is None:
+        from searcheval.rankers.embeddings import default_model_path
+
+        try:
+            path = str(default_model_path())
+        except ImportError:
+            path = None
+    weights = None
+    if judge_weights_hash(judge) is not None and path is not None:
+        weights = _weights_hash(path)
+    name = model_name(model_path) if model_path else "all-MiniLM-L6-v2"
+    models = ranking_models(selected, (name, weights))
+    if path is not None:
+        models += [(c, path, w) for c, m, w in models if m == name]
+    check_independent(judge, models)

@@ -215,6 +215,10 @@ class Effective:
     judges: dict[str, int]  # judge -> pairs with a latest row of theirs (fresh or not)
     latest: dict[tuple[str, str], dict[str, int]]  # pair -> {judge: latest fresh grade}
     rows: int = 0
+    #: model judges -> their audit and standing (judging.audit); pair -> the source its effective
+    #: grade rests on: human | import | model:<judge> (set by judging.source)
+    model_judges: dict = field(default_factory=dict)
+    sources: dict = field(default_factory=dict)
 
     def grades(self) -> dict[tuple[str, str], int]:
         """Fresh effective grades only: what counts as judged."""
@@ -234,7 +238,8 @@ class Effective:
         return {"rule": self.rule.name, "rule_text": self.rule.describe(), "rows": self.rows,
                 "pairs": len(self.judgments), "judges": dict(sorted(self.judges.items())),
                 "multiply_judged": sum(1 for g in self.latest.values() if len(g) >= 2),
-                "stale_by_judge": {j: dict(r) for j, r in sorted(self.stale_by_judge.items())}}
+                "stale_by_judge": {j: dict(r) for j, r in sorted(self.stale_by_judge.items())},
+                "model_judges": self.model_judges}
 
 
 def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Resource], *,

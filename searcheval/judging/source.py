@@ -11,6 +11,11 @@ Without a catalog (the engine holds the documents), the versions a document look
 (`store.documents`, `judging.versions`) say which judgments are of a document that changed or is
 gone; a run passes what it has just observed (`observed`), which counts as the latest report
 before it is written.
+
+Model grades (`judging.counting`): a model judge's rows count only while its human audit holds
+(`judging.audit.judge_audits`, with the audit policy of the judge's latest labelling run), and
+only on pairs no person graded: where a human or an imported grade exists, it is the grade. Rows
+that do not count are left out of the effective grades, and `Effective.model_judges` says why.
 """
 
 from __future__ import annotations
@@ -21,8 +26,8 @@ from datetime import datetime
 import psycopg
 
 from searcheval.errors import InputError
-from searcheval.judging.judgments import (Effective, Rule, effective_judgments, judgment_set,
-                                          rows_from_collection)
+from searcheval.judging.judgments import (Effective, JudgmentRow, Rule, effective_judgments,
+                                          judgment_set, rows_from_collection)
 from searcheval.judging.versions import Observed
 from searcheval.store import documents as looked_up
 from searcheval.store import judgments as store
@@ -48,6 +53,55 @@ def _rows(conn: psycopg.Connection, collection: Collection):
     return [r for r in stored + seed_rows(collection) if r.query_id in queries]
 
 
+def audit_policies(conn: psycopg.Connection, catalog: str) -> dict:
+    """judge -> its AuditPolicy, as its latest labelling run of the set recorded it."""
+    from searcheval.judging.judges import AuditPolicy
+    from searcheval.store import judges as judge_store
+
+    out = {}
+    for name, run in judge_store.latest_judges(conn, catalog).items():
+        audit = (run.get("resolved") or {}).get("audit") or {}
+        out[name] = AuditPolicy(**{k: audit[k] for k in ("share", "minimum", "floor", "seed")
+                                   if k in audit})
+    return out
+
+
+def counted_rows(rows: list[JudgmentRow], collection: Collection, policies: dict
+                 ) -> tuple[list[JudgmentRow], dict]:
+    """(the rows that count, {model judge: its audit and standing}) (module docstring)."""
+    from searcheval.judging.audit import judge_audits
+
+    if not any(r.source == "model" for r in rows):
+        return rows, {}
+    audits = judge_audits(rows, {q.id: q.category for q in collection.queries},
+                          collection.grade_scale, policies)
+    by_people = {(r.query_id, r.doc_id) for r in rows
+                 if r.source != "model" and r.retracted_at is None}
+    kept = [r for r in rows if r.source != "model"
+            or (audits.get(r.judge, {}).get("counts") and (r.query_id, r.doc_id) not in by_people)]
+    for judge, audit in audits.items():
+        audit["pairs_counted"] = len({(r.query_id, r.doc_id) for r in kept
+                                      if r.judge == judge and r.source == "model"})
+    return kept, audits
+
+
+def grade_sources(rows: list[JudgmentRow], effective: Effective) -> dict:
+    """pair -> the source its effective grade rests on: human, import or model:<judge>."""
+    source_of = {}
+    for r in rows:
+        source_of.setdefault(r.judge, r.source)
+    out = {}
+    for pair, grades in effective.latest.items():
+        sources = {source_of.get(j, "import") for j in grades}
+        if sources == {"model"}:
+            out[pair] = "model:" + ",".join(sorted(grades))
+        elif "human" in sources:
+            out[pair] = "human"
+        else:
+            out[pair] = "import"
+    return out
+
+
 def judged_documents(conn: psycopg.Connection, collection: Collection) -> set[str]:
     """The ids of every document a golden query has a judgment of (stored rows and the file)."""
     return {r.doc_id for r in _rows(conn, collection)}
@@ -60,7 +114,8 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     the dataset's file, without writing anything. Only golden queries' judgments are kept; the
     collection's digests gain `judgments` (sha256 of the effective set). Without a catalog, the
     stored versions of the judged documents, with `observed` added, tell staleness."""
-    rows = _rows(conn, collection)
+    rows, model_judges = counted_rows(_rows(conn, collection), collection,
+                                      audit_policies(conn, judgment_set(collection)))
     if rule.kind == "judge" and not any(r.judge == rule.judge for r in rows):
         judges = sorted({r.judge for r in rows})
         raise InputError(f"judge {rule.judge!r} has no judgment of {judgment_set(collection)}; its judges "
@@ -74,6 +129,8 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     effective = effective_judgments(rows, rule, collection.resources, now=now,
                                     max_age_days=max_age_days, catalog=collection.has_catalog,
                                     versions=versions)
+    effective.model_judges = model_judges
+    effective.sources = grade_sources(rows, effective)
     digests = {**collection.digests, "judgments_effective": effective.digest()}
     return replace(collection, judgments=effective.judgments, digests=digests), effective
 
