@@ -223,13 +223,17 @@ def ask_chat(client, judge: Judge, limits: SharedLimits, messages: list[dict],
     url = p["base_url"].rstrip("/") + "/chat/completions"
     delay, attempts = p["backoff_s"], 0
     started = time.perf_counter()
+    waited = round_trip = 0.0
     while True:
         attempts += 1
         response = None
+        queued = time.perf_counter()
         with limits.slots:
             limits.wait_turn()
+            waited += time.perf_counter() - queued
             try:
                 response = client.post(url, json=body)
+                round_trip += response.elapsed.total_seconds()
                 cause = None if response.status_code not in RETRY_STATUSES \
                     else f"HTTP {response.status_code}"
             except httpx.TimeoutException:
@@ -241,6 +245,7 @@ def ask_chat(client, judge: Judge, limits: SharedLimits, messages: list[dict],
             answer = _read(response, judge, grade_scale)
             answer.attempts = answer.requests = attempts
             answer.seconds = time.perf_counter() - started
+            answer.extra.update(waited_s=waited, round_trip_s=round_trip)
             return answer
         if attempts > p["retries"]:
             return Answer(error=cause + (f" after {attempts} attempts" if attempts > 1 else ""),
@@ -250,6 +255,7 @@ def ask_chat(client, judge: Judge, limits: SharedLimits, messages: list[dict],
         if response is not None and response.status_code == 429:
             wait = _retry_after(response, wait, p["max_backoff_s"])
         time.sleep(wait)
+        waited += wait
         delay *= 2
 
 
@@ -291,8 +297,11 @@ def grade_openai(judge: Judge, pairs: list[PairInput], grade_scale: tuple[int, i
                                           max_keepalive_connections=connections),
                       follow_redirects=False) as client:
         def one(pair: PairInput) -> Answer:
+            began = time.perf_counter()
             messages = render_messages(judge, pair, grade_scale, guideline)
-            return ask_chat(client, judge, limits, messages, grade_scale)
+            answer = ask_chat(client, judge, limits, messages, grade_scale)
+            answer.extra["total_s"] = time.perf_counter() - began
+            return answer
 
         yield from _threaded(one, pairs, connections)
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 
@@ -125,8 +125,10 @@ class LabelResult:
 def label(conn: psycopg.Connection, judge: Judge, collection: Collection,
           pairs: Iterable[tuple[str, str]], *, limit: int | None = None, dry_run: bool = False,
           secrets: Mapping[str, str] | None = None, pool_id: str | None = None,
-          documents: Mapping | None = None, guideline: str | None = None) -> LabelResult:
-    """Grade `pairs` of the collection's golden queries with `judge` (module docstring)."""
+          documents: Mapping | None = None, guideline: str | None = None,
+          on_answer: Callable | None = None) -> LabelResult:
+    """Grade `pairs` of the collection's golden queries with `judge` (module docstring);
+    `on_answer(pair, answer)` sees each answer as it comes (the benchmark's timings)."""
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise InputError(f"expected a limit >= 0, got {limit!r}", field="limit")
     check_prompt(judge, collection)
@@ -188,6 +190,8 @@ def label(conn: psycopg.Connection, judge: Judge, collection: Collection,
 
     try:
         for p, answer in answers(judge, ask, scale, guideline, secrets):
+            if on_answer is not None:
+                on_answer(p, answer)
             result.requests += answer.requests
             result.input_tokens += answer.input_tokens
             result.output_tokens += answer.output_tokens

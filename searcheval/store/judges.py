@@ -38,13 +38,18 @@ def save_answers(conn: psycopg.Connection, catalog: str, answers: list[dict],
     written = 0
     with conn.transaction(), conn.cursor(row_factory=dict_row) as cur:
         rows = list(grades)
-        for a in answers:
-            stored = cur.execute(sql.UPSERT_JUDGE_ANSWER, a["answer"]).fetchone()
-            rows.append({**a["grade"], "grade": stored["grade"],
-                         "rationale": stored["rationale"], "judged_at": stored["answered_at"]})
-        for row in rows:
-            cur.execute(sql.INSERT_MODEL_JUDGMENT, {"catalog": catalog, **row})
-            written += cur.rowcount
+        if answers:
+            cur.executemany(sql.UPSERT_JUDGE_ANSWER, [a["answer"] for a in answers],
+                            returning=True)
+            for a in answers:
+                stored = cur.fetchone()
+                rows.append({**a["grade"], "grade": stored["grade"],
+                             "rationale": stored["rationale"],
+                             "judged_at": stored["answered_at"]})
+                cur.nextset()
+        if rows:
+            cur.executemany(sql.INSERT_MODEL_JUDGMENT, [{"catalog": catalog, **r} for r in rows])
+            written = cur.rowcount
     return written
 
 
