@@ -118,6 +118,7 @@ def nightly(
     judgment_rule: str = defaults.JUDGMENT_RULE,
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
     allow_dirty: bool = True,
+    judge: str | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -191,6 +192,9 @@ def nightly(
             run alerts.
         allow_dirty: Run from a working tree with uncommitted changes (false for the
             scheduled deployment, so the nightly always measures a commit).
+        judge: A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's
+            unjudged top coverage_k after it is published; its grades count from the next
+            run on, while its human audit holds. Empty: no model judge.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -304,6 +308,10 @@ def nightly(
                                        collection_hashes(collection)))
     published = t.publish(opaque(result), opaque(runs), output, opaque(qrels),
                           snapshot_retention)
+    if judge:  # the model labels this run's own pool (issue 24); counted once audited
+        from tasks.judging import label_pool
+        label_pool(opaque(collection), opaque(runs), opaque(qrels), judge, configurations_file,
+                   model_path, depth=coverage_k)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
     line = verdict_line(result, where)

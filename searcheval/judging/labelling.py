@@ -226,3 +226,35 @@ def label(conn: psycopg.Connection, judge: Judge, collection: Collection,
                 "input_tokens": result.input_tokens, "output_tokens": result.output_tokens,
                 "cost": result.cost, "seconds": result.seconds, "errors": result.errors})
     return result
+
+
+def parse_judge_reference(text: str) -> tuple[str, str | None]:
+    """`NAME` (of judges.yaml) or `FILE:NAME` -> (file, name)."""
+    from searcheval.judging.judges import DEFAULT_FILE
+
+    file, sep, name = text.rpartition(":")
+    if sep and file.endswith((".yaml", ".yml")):
+        return file, name or None
+    return DEFAULT_FILE, text or None
+
+
+def label_run_pool(conn: psycopg.Connection, collection: Collection, runs: Mapping, qrels: Mapping,
+                   judge_reference: str, configurations_file: str, model_path: str | None, *,
+                   limit: int | None = None, depth: int = 10,
+                   secret: Callable[[str], str] | None = None) -> LabelResult:
+    """A run's own pool (the unjudged pairs of its configurations' top `depth`) graded by a judge
+    of a judges file: what the nightly's `judge` parameter does."""
+    from searcheval.judging.grading import secret_blocks
+    from searcheval.judging.judges import check_against_configurations, load_judges, pick_judge
+    from searcheval.judging.pool import build_pool
+    from searcheval.rankers.configs import load_configurations
+
+    file, name = parse_judge_reference(judge_reference)
+    judge = pick_judge(load_judges(file), name)
+    check_against_configurations(judge, load_configurations(configurations_file), model_path)
+    judged = {(q, d) for q, docs in qrels.items() for d in docs}
+    rankings = {n: {q: run.top_ids(q, depth) for q in run.results} for n, run in runs.items()}
+    items = build_pool(rankings, judged, depth, {q.id for q in collection.queries})
+    secrets = {b: secret(b) for b in secret_blocks(judge)} if secret else {}
+    return label(conn, judge, collection, [(i.query_id, i.doc_id) for i in items], limit=limit,
+                 secrets=secrets)
