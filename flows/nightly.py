@@ -288,7 +288,9 @@ def nightly(
     side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
                     if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
-                                       run_id, coverage, coverage_k, effective, agreement_floor)
+                                       run_id, coverage, coverage_k, effective, agreement_floor,
+                                       verdict=verdict, baseline=checked.baseline,
+                                       tolerance=tolerance, candidate=candidate)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),

@@ -57,7 +57,8 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "candidate")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
-    return {**params, "output": str(args.output), "label": args.label}
+    extra = {"judge": args.judge} if getattr(args, "judge", None) else {}
+    return {**params, "output": str(args.output), "label": args.label, **extra}
 
 
 def check_run(args: argparse.Namespace):
@@ -239,6 +240,9 @@ def add_run(sub) -> None:
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--judge", metavar="[FILE:]NAME",
+                   help="a model judge (of judges.yaml, or FILE:NAME) that grades this run's "
+                        "unjudged top k after it is published (counted once audited)")
     p.add_argument("--snapshot-depth", type=int, default=defaults.SNAPSHOT_DEPTH,
                    help="ranks of each ranked list kept in Postgres for diffs "
                         f"(default {defaults.SNAPSHOT_DEPTH})")
