@@ -206,6 +206,36 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """A cross-encoder's thresholds fitted to the humans' grades of the pairs they graded."""
+    from searcheval.judging.audit import _consensus, split_rows
+    from searcheval.judging.grading import (calibrate_thresholds, cross_encoder_scores,
+                                            grade_of_score)
+    from searcheval.judging.labelling import pair_inputs
+    from searcheval.judging.source import _rows
+    from searcheval.store.database import open_database
+
+    judge = _judge(args)
+    if judge.kind != "cross-encoder":
+        raise InputError(f"judge {judge.name} is of kind {judge.kind}: only a cross-encoder has "
+                         "thresholds", field="judge")
+    collection = _collection(args)
+    with open_database(args.database_url) as conn:
+        _, humans = split_rows(_rows(conn, collection))
+    pairs = sorted(humans)
+    if len(pairs) < 2:
+        raise InputError("fewer than two pairs graded by humans: audit first (searcheval "
+                         "judgments audit --queue, then searcheval rate)", field="judge")
+    scale = tuple(int(g) for g in collection.grade_scale)
+    scores = cross_encoder_scores(judge, pair_inputs(collection, pairs), scale)
+    grades = [_consensus(humans[p]) for p in pairs]
+    thresholds = calibrate_thresholds(scores, grades, scale)
+    exact = sum(grade_of_score(s, thresholds, scale) == g for s, g in zip(scores, grades))
+    print(f"thresholds: [{', '.join(f'{t:.6g}' for t in thresholds)}]   # {judge.name}: fitted "
+          f"to {len(pairs)} human-graded pair(s), {exact} graded alike")
+    return EXIT_OK
+
+
 def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--judges-file", type=Path, default=Path(JUDGES_FILE),
                    help=f"the judges (default {JUDGES_FILE})")
@@ -231,7 +261,8 @@ def add_judge_commands(group) -> None:
                           f"(default {defaults.CONFIGURATIONS_FILE})")
     lab.add_argument("--model-path", help="the embedding model the configurations use "
                                           "(default: the packaged all-MiniLM-L6-v2)")
-    lab.add_argument("--format", choices=["table", "json"], default="table")
+    lab.add_argument("--format", choices=["table", "json"], default="table",
+                     help="a summary line (default), or the run's figures as JSON")
     _common(lab)
     lab.set_defaults(handler=cmd_label)
 
@@ -245,6 +276,12 @@ def add_judge_commands(group) -> None:
     aud.add_argument("--seed", type=int, help="seed of the sample")
     aud.add_argument("--bootstrap", type=int, default=1000,
                      help="bootstrap resamples of the intervals (default 1000; 0: none)")
-    aud.add_argument("--format", choices=["table", "json"], default="table")
+    aud.add_argument("--format", choices=["table", "json"], default="table",
+                     help="the audit's figures as text (default), or JSON")
     _common(aud)
     aud.set_defaults(handler=cmd_audit)
+
+    cal = group.add_parser("calibrate", help="a cross-encoder judge's thresholds, fitted to the "
+                                             "humans' grades (write them in the judges file)")
+    _common(cal)
+    cal.set_defaults(handler=cmd_calibrate)
