@@ -198,3 +198,39 @@ def test_judge_audits_from_rows():
     assert audits["llm"]["counts"] and audits["llm"]["agreement"]["items"] == 4
     audits = judge_audits(rows, {"q": "c"}, (0, 3), {"llm": AuditPolicy(minimum=5)})
     assert not audits["llm"]["counts"]
+
+
+def test_an_audit_below_its_floor_is_alerted_and_reported():
+    from searcheval.evaluation.alerts import audit_reasons
+    from searcheval.evaluation.report import model_grades_section
+
+    policy = {"share": 0.1, "minimum": 30, "floor": 0.667, "seed": 0}
+    low = {"graded": 120, "counts": False, "policy": policy,
+           "reason": "agreement below the floor: alpha 0.400 < 0.667 over 40 audited pair(s)",
+           "agreement": {"items": 40, "alpha": 0.4}}
+    small = {**low, "agreement": {"items": 3, "alpha": 0.2}, "reason": "audit too small"}
+    judging = {"judgments": {"model_judges": {"llm": low, "tiny": small}}, "configurations": {}}
+    reasons = audit_reasons(judging)
+    assert [r["judge"] for r in reasons] == ["llm"]  # a small audit is not yet a fall
+    assert "alpha 0.400 over 40 pair(s), under the floor 0.667" in reasons[0]["summary"]
+    text = model_grades_section(judging, {})
+    assert "model judge llm: 120 grade(s), audit 40 pair(s), alpha 0.400; NOT counted" in text
+
+
+def test_the_report_says_when_the_verdict_rests_on_model_grades():
+    from types import SimpleNamespace
+
+    from searcheval.evaluation.report import model_grades_section
+
+    judging = {"judgments": {"model_judges": {}},
+               "configurations": {"fused": {"k": 10, "sources": {
+                   "judged": 40, "counts": {"human": 10, "model:llm": 30},
+                   "shares": {"human": 0.25, "model:llm": 0.75}},
+                   "means_without_model": {"ndcg@10": 0.5, "mrr": 0.6}}},
+               "without_model": {"gate": {"passed": False, "differs": True,
+                                          "tripped": ["ndcg@10 dropped 0.05"]}}}
+    scores = {"fused": SimpleNamespace(means={"ndcg@10": 0.7, "mrr": 0.8})}
+    text = model_grades_section(judging, scores)
+    assert "fused: judged top 10 (40 pairs) by source: human 25%, model:llm 75%" in text
+    assert "| fused | 0.700 / 0.500 | 0.800 / 0.600 |" in text
+    assert "without them it would have tripped (ndcg@10 dropped 0.05)" in text
