@@ -6,6 +6,7 @@ from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
 from searcheval.defaults import COVERAGE_K
+from searcheval.errors import InputError
 from searcheval.judging.labelling import label_run_pool
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
@@ -17,9 +18,16 @@ def label_pool(collection: Collection, runs: dict[str, RankedRun], qrels: dict, 
                configurations_file: str, model_path: str | None, limit: int | None = None,
                depth: int = COVERAGE_K) -> dict:
     """Grade this run's unjudged top `depth` with `judge` (`NAME` of judges.yaml, or
-    `FILE:NAME`); its grades count from the next run on, while its audit holds."""
-    with open_database() as conn:
-        result = label_run_pool(conn, collection, runs, qrels, judge, configurations_file,
-                                model_path, limit=limit, depth=depth, secret=secret_value)
-    get_run_logger().info("%s", result.describe())
+    `FILE:NAME`); its grades count from the next run on, while its audit holds. A refused judge
+    (bad file, missing credential, the model of a configuration) is logged as an error and
+    labels nothing: the evaluation it follows is already published and keeps its verdict."""
+    logger = get_run_logger()
+    try:
+        with open_database() as conn:
+            result = label_run_pool(conn, collection, runs, qrels, judge, configurations_file,
+                                    model_path, limit=limit, depth=depth, secret=secret_value)
+    except InputError as exc:
+        logger.error("judge %s refused, nothing labelled: %s", judge, exc)
+        return {"refused": str(exc)}
+    logger.info("%s", result.describe())
     return result.to_dict()

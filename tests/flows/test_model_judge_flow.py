@@ -56,6 +56,16 @@ def test_model_grades_count_once_the_audit_passes(flow_env, tmp_path, capsys):
                           if r.source == "model"]
         pool = first["judging"]["configurations"]["bm25"]["pool"]
         assert len(model_rows) == pool > 0  # the run's own unjudged top 10, each graded once
+        # the same pool through the CLI (--run latest): nothing left to label
+        capsys.readouterr()
+        assert main(["judgments", "label", "--run", "latest", "--run-output",
+                     str(tmp_path / "one"), "--judges-file", str(judges), "--fixtures",
+                     str(fixtures), "--dry-run"]) == 0
+        err = capsys.readouterr().err
+        assert f"0 pair(s) to label, {pool} already graded" in err
+        # a judge that is refused leaves the evaluation's verdict alone
+        code, _, _ = run(fixtures, tmp_path / "refused", "--judge", f"{judges}:nobody")
+        assert code == 0
 
     # the next run: the grades are there, the audit is empty: reported, not counted
     code, second, report = run(fixtures, tmp_path / "two")
