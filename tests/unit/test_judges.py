@@ -234,3 +234,39 @@ def test_the_report_says_when_the_verdict_rests_on_model_grades():
     assert "fused: judged top 10 (40 pairs) by source: human 25%, model:llm 75%" in text
     assert "| fused | 0.700 / 0.500 | 0.800 / 0.600 |" in text
     assert "without them it would have tripped (ndcg@10 dropped 0.05)" in text
+
+
+def test_judging_summary_reruns_the_gate_without_model_grades():
+    """fused returns d1 first for q1 and q2. Humans graded q1/d1 = 3; a counted model judge
+    graded q2/d1 = 3. With it, MRR = (1/1 + 1/1) / 2 = 1.0; without it q2 has no relevant
+    document: MRR = (1 + 0) / 2 = 0.5. The baseline's MRR is 0.9 with tolerance 0.02: the gate
+    passes with the model's grade and would trip without it."""
+    from searcheval.evaluation.baseline import Baseline
+    from searcheval.evaluation.pipeline import gate_scores, judging_summary, score_runs
+    from searcheval.judging.judgments import Effective, Rule
+    from searcheval.metrics.engine import Settings
+    from searcheval.types import Judgment, RankedRun
+
+    queries = [Query(id="q1", text="a"), Query(id="q2", text="b")]
+    c = Collection(name="c", resources=[Resource(id=d, name=d, description=d)
+                                        for d in ("d1", "d2")], queries=queries,
+                   judgments=[Judgment("q1", "d1", 3), Judgment("q2", "d1", 3)])
+    runs = {"fused": RankedRun("fused", {"q1": [("d1", 2.0), ("d2", 1.0)],
+                                          "q2": [("d1", 2.0), ("d2", 1.0)]})}
+    qrels = {"q1": {"d1": 3}, "q2": {"d1": 3}}
+    effective = Effective(rule=Rule("median"), judgments=c.judgments, stale_pairs={},
+                          stale_by_judge={}, judges={}, latest={("q1", "d1"): {"ann": 3},
+                                                                ("q2", "d1"): {"llm": 3}},
+                          sources={("q1", "d1"): "human", ("q2", "d1"): "model:llm"})
+    settings = Settings()
+    baseline = Baseline(configuration="fused", metrics={"mrr": 0.9}, tolerance=0.02)
+    scores = score_runs(runs, c, qrels, ("mrr",), settings)
+    verdict = gate_scores(scores, baseline)
+    assert verdict.passed and scores["fused"].means["mrr"] == (1 / 1 + 1 / 1) / 2
+    block = judging_summary(runs, c, qrels, ("mrr",), settings, "r1", {}, 10, effective, 0.667,
+                            verdict=verdict, baseline=baseline)
+    fused = block["configurations"]["fused"]
+    assert fused["sources"]["counts"] == {"human": 1, "model:llm": 1}
+    assert fused["means_without_model"]["mrr"] == (1 / 1 + 0) / 2
+    assert block["without_model"]["gate"]["differs"] is True
+    assert block["without_model"]["gate"]["passed"] is False
