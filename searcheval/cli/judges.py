@@ -142,7 +142,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from searcheval.judging import pool as pooling
     from searcheval.judging.audit import audit_sample, judge_audits, split_rows
     from searcheval.judging.judgments import judgment_set
-    from searcheval.judging.source import _rows
+    from searcheval.judging.source import collection_rows
     from searcheval.store import judgments as store
     from searcheval.store.database import open_database
 
@@ -152,7 +152,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     categories = {q.id: q.category for q in collection.queries}
     catalog = judgment_set(collection)
     with open_database(args.database_url) as conn:
-        rows = _rows(conn, collection)
+        rows = collection_rows(conn, collection)
         queued = None
         if args.queue:
             models, humans = split_rows(rows)
@@ -208,11 +208,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """A cross-encoder's thresholds fitted to the humans' grades of the pairs they graded."""
-    from searcheval.judging.audit import _consensus, split_rows
+    from searcheval.judging.audit import consensus, split_rows
     from searcheval.judging.grading import (calibrate_thresholds, cross_encoder_scores,
                                             grade_of_score)
     from searcheval.judging.labelling import pair_inputs
-    from searcheval.judging.source import _rows
+    from searcheval.judging.source import collection_rows
     from searcheval.store.database import open_database
 
     judge = _judge(args)
@@ -221,14 +221,14 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
                          "thresholds", field="judge")
     collection = _collection(args)
     with open_database(args.database_url) as conn:
-        _, humans = split_rows(_rows(conn, collection))
+        _, humans = split_rows(collection_rows(conn, collection))
     pairs = sorted(humans)
     if len(pairs) < 2:
         raise InputError("fewer than two pairs graded by humans: audit first (searcheval "
                          "judgments audit --queue, then searcheval rate)", field="judge")
     scale = tuple(int(g) for g in collection.grade_scale)
     scores = cross_encoder_scores(judge, pair_inputs(collection, pairs), scale)
-    grades = [_consensus(humans[p]) for p in pairs]
+    grades = [consensus(humans[p]) for p in pairs]
     thresholds = calibrate_thresholds(scores, grades, scale)
     exact = sum(grade_of_score(s, thresholds, scale) == g for s, g in zip(scores, grades))
     print(f"thresholds: [{', '.join(f'{t:.6g}' for t in thresholds)}]   # {judge.name}: fitted "

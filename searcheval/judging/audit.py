@@ -74,7 +74,7 @@ def audit_sample(model_grades: Mapping[Pair, int], categories: Mapping[str, str]
     return chosen
 
 
-def _consensus(grades: Mapping[str, int]) -> int:
+def consensus(grades: Mapping[str, int]) -> int:
     values = sorted(grades.values())
     return values[(len(values) - 1) // 2]
 
@@ -98,7 +98,7 @@ def model_agreement(model: Mapping[Pair, int], humans: Mapping[Pair, Mapping[str
     labels = list(range(int(grade_scale[0]), int(grade_scale[1]) + 1))
     pairs = sorted(p for p in model if humans.get(p))
     m = [model[p] for p in pairs]
-    h = [_consensus(humans[p]) for p in pairs]
+    h = [consensus(humans[p]) for p in pairs]
     kappa, alpha = _stats(m, h, labels) if pairs else (None, None)
     intervals = {"kappa": None, "alpha": None}
     if bootstrap and len(pairs) >= 2:

@@ -210,11 +210,6 @@ def _check_kind(name: str, kind: str, model: str, params: dict, file: str | None
             if "grade" not in compiled.groupindex:
                 raise InputError("expected a (?P<grade>...) group in the pattern", file=file,
                                  field=f"{name}.pattern")
-        unknown = [p for p in placeholders(params["prompt"]) + placeholders(params["system"] or "")
-                   if p in ("model", "judge")]
-        if unknown:
-            raise InputError(f"unknown placeholder {{{unknown[0]}}}", file=file,
-                             field=f"{name}.prompt")
     elif kind == "python":
         module, _, function = params["function"].partition(":")
         if not module or not function:
@@ -226,8 +221,7 @@ def _check_kind(name: str, kind: str, model: str, params: dict, file: str | None
             raise InputError(f"expected ascending thresholds, got {thresholds!r}", file=file,
                              field=f"{name}.thresholds")
     for key, value in params.items():  # any other plain string under a credential's name
-        if key != "api_key" and _is_credential_name(key) and isinstance(value, str) \
-                and key not in ("max_tokens",):
+        if key != "api_key" and _is_credential_name(key) and isinstance(value, str):
             raise InputError("a credential is never written in the judges file", file=file,
                              field=f"{name}.{key}")
 

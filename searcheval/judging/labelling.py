@@ -65,11 +65,14 @@ def pair_inputs(collection: Collection, pairs: Iterable[tuple[str, str]],
     documents = documents or {}
     out = []
     seen = set()
+    shown: dict[str, tuple[dict, str]] = {}  # a document is shown alike to every query
     for qid, doc in pairs:
         if qid not in queries or (qid, doc) in seen:
             continue
         seen.add((qid, doc))
-        document, content = document_of(doc, resources.get(doc), documents.get(doc))
+        if doc not in shown:
+            shown[doc] = document_of(doc, resources.get(doc), documents.get(doc))
+        document, content = shown[doc]
         out.append(PairInput(query=queries[qid], doc_id=doc, document=document,
                              content_hash=content))
     return out
@@ -175,8 +178,8 @@ def label(conn: psycopg.Connection, judge: Judge, collection: Collection,
         c = cached[keys[id(p)]]
         from_cache.append({**grade_row(p), "grade": c["grade"], "rationale": c["rationale"],
                            "judged_at": c["answered_at"]})
-    for start in range(0, len(from_cache), 1000):
-        result.written += store.save_answers(conn, catalog, [], from_cache[start:start + 1000])
+    for start in range(0, len(from_cache), 20_000):
+        result.written += store.save_answers(conn, catalog, [], from_cache[start:start + 20_000])
     result.graded += len(from_cache)
 
     buffer: list[dict] = []

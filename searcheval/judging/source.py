@@ -47,6 +47,11 @@ def seed_rows(collection: Collection):
     return rows_from_collection(collection.judgments, origin=_origin(collection))
 
 
+def collection_rows(conn: psycopg.Connection, collection: Collection):
+    """Every live row of the collection's golden queries: the stored ones and the file's."""
+    return _rows(conn, collection)
+
+
 def _rows(conn: psycopg.Connection, collection: Collection):
     stored = store.load_judgment_rows(conn, judgment_set(collection), include_seed=False)
     queries = {q.id for q in collection.queries}

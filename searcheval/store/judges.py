@@ -9,6 +9,8 @@ from psycopg.rows import dict_row
 
 from searcheval.store import sql
 
+COPY_ABOVE = 200  # grade rows written through COPY beyond this many
+
 
 def done_pairs(conn: psycopg.Connection, catalog: str, judge: str, judge_hash: str
                ) -> set[tuple[str, str, str | None]]:
@@ -47,7 +49,17 @@ def save_answers(conn: psycopg.Connection, catalog: str, answers: list[dict],
                              "rationale": stored["rationale"],
                              "judged_at": stored["answered_at"]})
                 cur.nextset()
-        if rows:
+        if len(rows) > COPY_ABOVE:
+            cur.execute(sql.CREATE_MODEL_JUDGMENTS_STAGING)
+            with cur.copy(sql.COPY_MODEL_JUDGMENTS_STAGING) as copy:
+                for r in rows:
+                    copy.write_row([r["query_id"], r["doc_id"], r["grade"], r["judge"],
+                                    r["judged_at"], r["guideline"], r["content_hash"],
+                                    r["origin"], r["judge_hash"], r["prompt_version"],
+                                    r["rationale"]])
+            cur.execute(sql.INSERT_MODEL_JUDGMENTS_STAGED, {"catalog": catalog})
+            written = cur.rowcount
+        elif rows:
             cur.executemany(sql.INSERT_MODEL_JUDGMENT, [{"catalog": catalog, **r} for r in rows])
             written = cur.rowcount
     return written

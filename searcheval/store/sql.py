@@ -713,3 +713,27 @@ FROM judge_runs
 WHERE catalog = %(catalog)s AND judge = %(judge)s
 ORDER BY finished_at DESC, id DESC
 """
+
+#: Many model grades at once (the cache's answers of a whole pool): COPY into a staging table,
+#: then one INSERT that adds what is not there.
+CREATE_MODEL_JUDGMENTS_STAGING = """
+CREATE TEMP TABLE model_judgments_staging (
+    query_id text, doc_id text, grade integer, judge text, judged_at timestamptz,
+    guideline text, content_hash text, origin text, judge_hash text, prompt_version text,
+    rationale text
+) ON COMMIT DROP
+"""
+
+COPY_MODEL_JUDGMENTS_STAGING = """
+COPY model_judgments_staging (query_id, doc_id, grade, judge, judged_at, guideline, content_hash,
+                              origin, judge_hash, prompt_version, rationale) FROM STDIN
+"""
+
+INSERT_MODEL_JUDGMENTS_STAGED = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, guideline,
+                       content_hash, origin, judge_hash, prompt_version, rationale)
+SELECT %(catalog)s, query_id, doc_id, grade, judge, judged_at, 'model', guideline, content_hash,
+       origin, judge_hash, prompt_version, rationale
+FROM model_judgments_staging
+ON CONFLICT DO NOTHING
+"""
