@@ -151,8 +151,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     collection = _collection(args)
     categories = {q.id: q.category for q in collection.queries}
     catalog = judgment_set(collection)
+    from searcheval.store import judges as judge_store
+
     with open_database(args.database_url) as conn:
         rows = collection_rows(conn, collection)
+        recorded = judge_store.judge_runs(conn, catalog, judge.name)
         queued = None
         if args.queue:
             models, humans = split_rows(rows)
@@ -175,8 +178,14 @@ def cmd_audit(args: argparse.Namespace) -> int:
     state = audits.get(judge.name) or {"graded": 0, "agreement": {"items": 0}, "counts": False,
                                        "reason": "no grade of this judge yet",
                                        "policy": policy.to_dict()}
+    spent = {"runs": len(recorded), "requests": sum(r["requests"] for r in recorded),
+             "input_tokens": sum(r["input_tokens"] for r in recorded),
+             "output_tokens": sum(r["output_tokens"] for r in recorded),
+             "cost": sum(r["cost"] for r in recorded),
+             "seconds": sum(r["seconds"] for r in recorded)}
     if args.format == "json":
-        print_json({"judge": judge.name, "judge_hash": judge.sha256, **state, "queued": queued})
+        print_json({"judge": judge.name, "judge_hash": judge.sha256, **state, "queued": queued,
+                    "labelling": spent})
         return EXIT_OK
     a = state["agreement"]
 
@@ -199,6 +208,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
         for label_, row in zip(a["labels"], a["confusion"]):
             print(f"    {label_}: " + " ".join(f"{n:3d}" for n in row))
     print(f"  {'COUNTS' if state['counts'] else 'NOT COUNTED'}: {state['reason']}")
+    print(f"  labelling so far: {spent['runs']} run(s), {spent['requests']} request(s), "
+          f"{spent['input_tokens']} input + {spent['output_tokens']} output tokens, cost "
+          f"{spent['cost']:.4f}, {spent['seconds']:.1f} s")
     if queued:
         print(f"queued {queued['pairs']} pair(s) for humans as pool {queued['pool_id']} "
               f"({queued['audited_already']} audited already): searcheval rate --pool "

@@ -107,6 +107,9 @@ def test_label_audit_on_the_rating_page_and_agreement(database_module_url, brows
     state = json.loads(out)
     a = state["agreement"]
     assert a["items"] == 7 and state["counts"] is True
+    # two labelling runs recorded: 3 then 4 requests at 0.01 each
+    assert state["labelling"]["runs"] == 2 and state["labelling"]["requests"] == 7
+    assert state["labelling"]["cost"] == pytest.approx(7 * 0.01)
     assert a["alpha"] == pytest.approx(1.0) and a["kappa"] == pytest.approx(1.0)
     assert sum(map(sum, a["confusion"])) == 7
     assert all(a["confusion"][i][j] == 0 for i in range(4) for j in range(4) if i != j)
