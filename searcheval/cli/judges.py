@@ -106,12 +106,10 @@ def cmd_label(args: argparse.Namespace) -> int:
         result = label(conn, judge, collection, pairs, limit=args.limit, dry_run=args.dry_run,
                        secrets=secrets, pool_id=pool_id, documents=documents)
     if args.format == "json":
-        print_json({**result.to_dict(), "pairs_listed": [list(p) for p in pairs[:args.limit]]
-                    if args.dry_run else None})
+        print_json(result.to_dict())
     else:
-        if args.dry_run:
-            for qid, doc in pairs[:args.limit] if args.limit is not None else pairs:
-                print(f"{qid}\t{doc}")
+        for qid, doc in result.planned:  # a dry run's pairs, one a line
+            print(f"{qid}\t{doc}")
         for e in result.errors[:20]:
             print(f"  failed {e['query_id']} / {e['doc_id']}: {e['cause']}", file=sys.stderr)
         print(result.describe(), file=sys.stderr if args.dry_run else sys.stdout)

@@ -350,9 +350,14 @@ def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: d
         other = score_runs(runs, collection, without_model(qrels, sources), metrics, settings)
         without = {"means": {name: s.means for name, s in other.items()}, "gate": None}
         if verdict is not None and baseline is not None:
-            again = gate_scores(other, baseline, tolerance, candidate)
-            without["gate"] = {"passed": again.passed, "differs": again.passed != verdict.passed,
-                               "tripped": [t.describe() for t in again.tripped]}
+            try:
+                again = gate_scores(other, baseline, tolerance, candidate)
+            except InputError:  # the gate itself refused it: the verdict says why already
+                again = None
+            if again is not None:
+                without["gate"] = {"passed": again.passed,
+                                   "differs": again.passed != verdict.passed,
+                                   "tripped": [t.describe() for t in again.tripped]}
     return judging_block(runs, qrels, [q.id for q in collection.queries], list(metrics), settings,
                          collection.grade_scale, run_id, coverage, k,
                          judgments=effective.summary() if effective is not None else None,

@@ -240,9 +240,9 @@ def judges_from(raw: Mapping[str, Any], file: str | None) -> dict[str, Judge]:
                          field="judges")
     out = {}
     for name, entry in entries.items():
-        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}",
+        if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}",
                                                          name):
-            raise InputError(f"expected a judge name of letters, digits, '_', '-', '.', ':', got "
+            raise InputError(f"expected a judge name of letters, digits, '_', '-', '.', got "
                              f"{name!r}", file=file, field=str(name))
         if not isinstance(entry, Mapping):
             raise InputError(f"expected a mapping with kind, model and params, got {entry!r}",

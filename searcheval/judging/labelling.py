@@ -107,6 +107,7 @@ class LabelResult:
     dry_run: bool = False
     errors: list[dict] = field(default_factory=list)
     run_id: int | None = None
+    planned: list[tuple[str, str]] = field(default_factory=list)  # a dry run's pairs to label
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -163,6 +164,7 @@ def label(conn: psycopg.Connection, judge: Judge, collection: Collection,
                 "judge_hash": judge.sha256, "prompt_version": judge.prompt_version}
 
     if dry_run:
+        result.planned = [(p.query.id, p.doc_id) for p in todo]
         if judge.kind == "openai":
             result.requests = len(ask)
             result.input_tokens = sum(estimate_tokens(render_messages(judge, p, scale, guideline))
