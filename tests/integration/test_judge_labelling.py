@@ -168,3 +168,13 @@ def test_prompt_naming_a_missing_field_refused_before_any_request(conn, chat):
     assert caught.value.file == "judges.yaml" and caught.value.field == "small.prompt"
     assert "{brand}" in caught.value.message
     assert stats(chat)["requests"] == before
+
+
+def test_rate_limit_spaces_the_requests(conn, chat):
+    """rate_limit 20/s: 10 requests start at least 9 x 1/20 s = 0.45 s apart from first to last."""
+    texts = {f"r{i}": f"rate limited document {i}" for i in range(10)}
+    c = collection("judge_rate", texts)
+    started = time.perf_counter()
+    result = label(conn, judge(chat, rate_limit=20.0, concurrency=8), c,
+                   [("q1", d) for d in texts])
+    assert result.graded == 10 and time.perf_counter() - started >= 9 / 20
