@@ -14,8 +14,10 @@ before it is written.
 
 Model grades (`judging.counting`): a model judge's rows count only while its human audit holds
 (`judging.audit.judge_audits`, with the audit policy of the judge's latest labelling run), and
-only on pairs no person graded: where a human or an imported grade exists, it is the grade. Rows
-that do not count are left out of the effective grades, and `Effective.model_judges` says why.
+only on pairs no person graded: where a human or an imported grade exists, it is the grade. Only
+the judge's current identity counts (that of its latest labelling run): grades made under another
+prompt, model or parameters are superseded, and a new identity is audited afresh. Rows that do not
+count are left out of the effective grades, and `Effective.model_judges` says why.
 """
 
 from __future__ import annotations
@@ -58,26 +60,36 @@ def _rows(conn: psycopg.Connection, collection: Collection):
     return [r for r in stored + seed_rows(collection) if r.query_id in queries]
 
 
-def audit_policies(conn: psycopg.Connection, catalog: str) -> dict:
-    """judge -> its AuditPolicy, as its latest labelling run of the set recorded it."""
+def judge_settings(conn: psycopg.Connection, catalog: str) -> tuple[dict, dict]:
+    """({judge: its AuditPolicy}, {judge: its current identity}), as each judge's latest
+    labelling run of the set recorded them."""
     from searcheval.judging.judges import AuditPolicy
     from searcheval.store import judges as judge_store
 
-    out = {}
+    policies, hashes = {}, {}
     for name, run in judge_store.latest_judges(conn, catalog).items():
         audit = (run.get("resolved") or {}).get("audit") or {}
-        out[name] = AuditPolicy(**{k: audit[k] for k in ("share", "minimum", "floor", "seed")
-                                   if k in audit})
-    return out
+        policies[name] = AuditPolicy(**{k: audit[k] for k in ("share", "minimum", "floor", "seed")
+                                        if k in audit})
+        hashes[name] = run["judge_hash"]
+    return policies, hashes
 
 
-def counted_rows(rows: list[JudgmentRow], collection: Collection, policies: dict
-                 ) -> tuple[list[JudgmentRow], dict]:
-    """(the rows that count, {model judge: its audit and standing}) (module docstring)."""
+def counted_rows(rows: list[JudgmentRow], collection: Collection, policies: dict,
+                 current: dict | None = None) -> tuple[list[JudgmentRow], dict]:
+    """(the rows that count, {model judge: its audit and standing}) (module docstring). A model
+    row made by another identity of its judge than the current one (`current`: judge -> hash;
+    another prompt, model or parameters) is superseded: neither audited nor counted."""
     from searcheval.judging.audit import judge_audits
 
     if not any(r.source == "model" for r in rows):
         return rows, {}
+    current = current or {}
+    superseded = [r for r in rows if r.source == "model" and r.judge_hash is not None
+                  and r.judge in current and r.judge_hash != current[r.judge]]
+    if superseded:
+        gone = {id(r) for r in superseded}
+        rows = [r for r in rows if id(r) not in gone]
     audits = judge_audits(rows, {q.id: q.category for q in collection.queries},
                           collection.grade_scale, policies)
     by_people = {(r.query_id, r.doc_id) for r in rows
@@ -87,6 +99,8 @@ def counted_rows(rows: list[JudgmentRow], collection: Collection, policies: dict
     for judge, audit in audits.items():
         audit["pairs_counted"] = len({(r.query_id, r.doc_id) for r in kept
                                       if r.judge == judge and r.source == "model"})
+        audit["judge_hash"] = current.get(judge)
+        audit["superseded_rows"] = sum(1 for r in superseded if r.judge == judge)
     return kept, audits
 
 
@@ -120,7 +134,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
     collection's digests gain `judgments` (sha256 of the effective set). Without a catalog, the
     stored versions of the judged documents, with `observed` added, tell staleness."""
     rows, model_judges = counted_rows(_rows(conn, collection), collection,
-                                      audit_policies(conn, judgment_set(collection)))
+                                      *judge_settings(conn, judgment_set(collection)))
     if rule.kind == "judge" and not any(r.judge == rule.judge for r in rows):
         judges = sorted({r.judge for r in rows})
         raise InputError(f"judge {rule.judge!r} has no judgment of {judgment_set(collection)}; its judges "

@@ -270,3 +270,24 @@ def test_judging_summary_reruns_the_gate_without_model_grades():
     assert fused["means_without_model"]["mrr"] == (1 / 1 + 0) / 2
     assert block["without_model"]["gate"]["differs"] is True
     assert block["without_model"]["gate"]["passed"] is False
+
+
+def test_a_judges_older_identity_is_superseded():
+    from searcheval.judging.source import counted_rows
+
+    c = Collection(name="c", resources=[], queries=[Query(id="q", text="t", category="k")],
+                   judgments=[])
+    old = [JudgmentRow("q", f"d{i}", g, "llm", source="model", judge_hash="old")
+           for i, g in enumerate([0, 1, 2, 3])]
+    new = [JudgmentRow("q", f"e{i}", g, "llm", source="model", judge_hash="new")
+           for i, g in enumerate([0, 1, 2, 3])]
+    people = [JudgmentRow("q", f"d{i}", g, "ann", source="human") for i, g in
+              enumerate([0, 1, 2, 3])]
+    # the old identity agreed with people on d0..d3; the new one has no audit of its own yet
+    kept, audits = counted_rows(old + new + people, c, {"llm": AuditPolicy(minimum=4)},
+                                {"llm": "new"})
+    assert audits["llm"]["counts"] is False and audits["llm"]["agreement"]["items"] == 0
+    assert audits["llm"]["superseded_rows"] == 4
+    assert [r.doc_id for r in kept if r.source == "model"] == []
+    kept, audits = counted_rows(old + people, c, {"llm": AuditPolicy(minimum=4)}, {"llm": "old"})
+    assert audits["llm"]["counts"] is True  # while it is the current identity, it counts
