@@ -69,6 +69,10 @@ def check_run(args: argparse.Namespace):
     request = run_request(args)
     found = preflight(request)
     found.raise_for_problems()
+    if getattr(args, "judge", None):  # a model judge is refused before any work, too
+        from searcheval.judging.labelling import check_judge_reference
+
+        check_judge_reference(args.judge, str(args.configurations_file))
     return request, found
 
 

@@ -243,6 +243,19 @@ def parse_judge_reference(text: str) -> tuple[str, str | None]:
     return DEFAULT_FILE, text or None
 
 
+def check_judge_reference(judge_reference: str, configurations_file: str,
+                          model_path: str | None = None):
+    """The judge `NAME` / `FILE:NAME` names, loaded and checked against the configurations it
+    would judge (the product's rule); InputError otherwise. Returns the judge."""
+    from searcheval.judging.judges import check_against_configurations, load_judges, pick_judge
+    from searcheval.rankers.configs import load_configurations
+
+    file, name = parse_judge_reference(judge_reference)
+    judge = pick_judge(load_judges(file), name)
+    check_against_configurations(judge, load_configurations(configurations_file), model_path)
+    return judge
+
+
 def label_run_pool(conn: psycopg.Connection, collection: Collection, runs: Mapping, qrels: Mapping,
                    judge_reference: str, configurations_file: str, model_path: str | None, *,
                    limit: int | None = None, depth: int = 10,
@@ -250,13 +263,9 @@ def label_run_pool(conn: psycopg.Connection, collection: Collection, runs: Mappi
     """A run's own pool (the unjudged pairs of its configurations' top `depth`) graded by a judge
     of a judges file: what the nightly's `judge` parameter does."""
     from searcheval.judging.grading import secret_blocks
-    from searcheval.judging.judges import check_against_configurations, load_judges, pick_judge
     from searcheval.judging.pool import build_pool
-    from searcheval.rankers.configs import load_configurations
 
-    file, name = parse_judge_reference(judge_reference)
-    judge = pick_judge(load_judges(file), name)
-    check_against_configurations(judge, load_configurations(configurations_file), model_path)
+    judge = check_judge_reference(judge_reference, configurations_file, model_path)
     judged = {(q, d) for q, docs in qrels.items() for d in docs}
     rankings = {n: {q: run.top_ids(q, depth) for q in run.results} for n, run in runs.items()}
     items = build_pool(rankings, judged, depth, {q.id for q in collection.queries})

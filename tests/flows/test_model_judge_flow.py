@@ -63,9 +63,13 @@ def test_model_grades_count_once_the_audit_passes(flow_env, tmp_path, capsys):
                      str(fixtures), "--dry-run"]) == 0
         err = capsys.readouterr().err
         assert f"0 pair(s) to label, {pool} already graded" in err
-        # a judge that is refused leaves the evaluation's verdict alone
-        code, _, _ = run(fixtures, tmp_path / "refused", "--judge", f"{judges}:nobody")
-        assert code == 0
+        # a judge that does not exist is refused before any work (exit 2, nothing written)
+        capsys.readouterr()
+        assert main(["run", "--fixtures", str(fixtures), "--output", str(tmp_path / "refused"),
+                     "--no-baseline", "--configurations", "bm25", "--judge",
+                     f"{judges}:nobody"]) == 2
+        assert "no judge 'nobody'" in capsys.readouterr().err
+        assert not (tmp_path / "refused").exists()
 
     # the next run: the grades are there, the audit is empty: reported, not counted
     code, second, report = run(fixtures, tmp_path / "two")
