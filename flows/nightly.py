@@ -119,6 +119,7 @@ def nightly(
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
     allow_dirty: bool = True,
     judgment_sources: str | list[str] | None = None,  # gate: which judgments count
+    judge: str | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -195,6 +196,9 @@ def nightly(
         judgment_sources: Which judgments count: dataset (the dataset's own qrels only), all,
             or the sources counted beside them (human, import, model); empty for the
             dataset's setting, else dataset for a benchmark's qrels and all otherwise.
+        judge: A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's
+            unjudged top coverage_k after it is published; its grades count from the next
+            run on, while its human audit holds. Empty: no model judge.
     """
     logger = get_run_logger()
     run_id = new_run_id()
@@ -291,7 +295,9 @@ def nightly(
     side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
                     if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
-                                       run_id, coverage, coverage_k, effective, agreement_floor)
+                                       run_id, coverage, coverage_k, effective, agreement_floor,
+                                       verdict=verdict, baseline=checked.baseline,
+                                       tolerance=tolerance, candidate=candidate)
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -311,6 +317,10 @@ def nightly(
                                        collection_hashes(collection)))
     published = t.publish(opaque(result), opaque(runs), output, opaque(qrels),
                           snapshot_retention)
+    if judge:  # the model labels this run's own pool (issue 24); counted once audited
+        from tasks.judging import label_pool
+        label_pool(opaque(collection), opaque(runs), opaque(qrels), judge, configurations_file,
+                   model_path, depth=coverage_k)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
     line = verdict_line(result, where)

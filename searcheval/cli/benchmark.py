@@ -83,6 +83,7 @@ def add_benchmark(sub) -> None:
     add_benchmark_traces(bsub)
     add_benchmark_snapshots(bsub)
     add_benchmark_run(bsub)
+    add_benchmark_judge(bsub)
 
 
 def add_benchmark_run(bsub) -> None:
@@ -167,6 +168,27 @@ def cmd_benchmark_backend(args: argparse.Namespace) -> int:
                          field="queries")
     figures = benchmark_backend(project_root(), queries=args.queries, delay_ms=args.delay_ms,
                                 concurrencies=(low, high))
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def add_benchmark_judge(bsub) -> None:
+    b = bsub.add_parser("judge", help="the openai judge kind against a local chat-completions "
+                                      "server: pairs/s vs its capacity, client overhead, cache")
+    b.add_argument("--pairs", type=int, default=10_000, help="pairs labelled (default 10000)")
+    b.add_argument("--delay-ms", type=float, default=50.0,
+                   help="how long the server takes per answer (default 50)")
+    b.add_argument("--concurrency", type=int, default=8, help="requests in flight (default 8)")
+    add_database_url(b)
+    b.set_defaults(handler=cmd_benchmark_judge)
+
+
+def cmd_benchmark_judge(args: argparse.Namespace) -> int:
+    from searcheval.bench.judge import benchmark_judge
+
+    if args.pairs < 1 or args.concurrency < 1 or args.delay_ms <= 0:
+        raise InputError("expected --pairs and --concurrency >= 1, --delay-ms > 0", field="pairs")
+    figures = benchmark_judge(args.database_url, pairs=args.pairs, delay_ms=args.delay_ms,
+                              concurrency=args.concurrency)
     return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
 

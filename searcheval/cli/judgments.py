@@ -237,6 +237,9 @@ def add_judgments(sub) -> None:
     from searcheval.cli.production import add_implicit
 
     add_implicit(group)  # `judgments implicit`: grades from clicks (issue 25)
+    from searcheval.cli.judges import add_judge_commands
+
+    add_judge_commands(group)
 
 
 # --------------------------------------------------------------------------- rate

@@ -63,7 +63,8 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         params["fixtures"] = None
     if getattr(args, "judgment_sources", None) is not None:
         params["judgment_sources"] = args.judgment_sources
-    return {**params, "output": str(args.output), "label": args.label}
+    extra = {"judge": args.judge} if getattr(args, "judge", None) else {}
+    return {**params, "output": str(args.output), "label": args.label, **extra}
 
 
 def check_run(args: argparse.Namespace):
@@ -74,6 +75,10 @@ def check_run(args: argparse.Namespace):
     request = run_request(args)
     found = preflight(request)
     found.raise_for_problems()
+    if getattr(args, "judge", None):  # a model judge is refused before any work, too
+        from searcheval.judging.labelling import check_judge_reference
+
+        check_judge_reference(args.judge, str(args.configurations_file))
     return request, found
 
 
@@ -251,6 +256,9 @@ def add_run(sub) -> None:
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
                         f"(default {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
+    p.add_argument("--judge", metavar="[FILE:]NAME",
+                   help="a model judge (of judges.yaml, or FILE:NAME) that grades this run's "
+                        "unjudged top k after it is published (counted once audited)")
     p.add_argument("--snapshot-depth", type=int, default=defaults.SNAPSHOT_DEPTH,
                    help="ranks of each ranked list kept in Postgres for diffs "
                         f"(default {defaults.SNAPSHOT_DEPTH})")

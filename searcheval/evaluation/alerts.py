@@ -125,6 +125,23 @@ def agreement_reasons(judging: dict | None) -> list[dict]:
                         f"more judges, under the floor {a.get('floor'):.3f}"}]
 
 
+def audit_reasons(judging: dict | None) -> list[dict]:
+    """Model judges whose human audit fell below its floor (their grades no longer count)."""
+    judges = ((judging or {}).get("judgments") or {}).get("model_judges") or {}
+    out = []
+    for judge, audit in sorted(judges.items()):
+        a = audit.get("agreement") or {}
+        floor = (audit.get("policy") or {}).get("floor")
+        if a.get("alpha") is not None and floor is not None and a["alpha"] < floor \
+                and (a.get("items") or 0) >= (audit.get("policy") or {}).get("minimum", 0):
+            out.append({"kind": "model-audit", "judge": judge, "alpha": a["alpha"],
+                        "floor": floor, "items": a.get("items"),
+                        "summary": f"model judge {judge}: agreement with its human audit is "
+                                   f"alpha {a['alpha']:.3f} over {a.get('items')} pair(s), "
+                                   f"under the floor {floor:.3f}; its grades are not counted"})
+    return out
+
+
 def stale_reasons(validation: dict) -> list[dict]:
     stale = (validation.get("stale") or {}).get("judgments") or []
     if not stale:

@@ -28,6 +28,7 @@ from searcheval.errors import InputError
 from searcheval.evaluation.alerts import (
     Alert,
     agreement_reasons,
+    audit_reasons,
     coverage_reasons,
     failure_reasons,
     gate_reasons,
@@ -312,6 +313,16 @@ def with_judging_checks(report: ValidationReport, collection: Collection, effect
             a["items"], [f"{d['query_id']}/{d['doc_id']} {d['grades']}"
                          for d in a["disagreements"][:5]], "grade",
             str(collection.sources.get("judgments", f"<{collection.name}>:judgments"))))
+    for judge, audit in sorted((effective.model_judges or {}).items()):
+        if not audit["counts"]:  # its grades are reported, not counted (judging.counting)
+            a = audit["agreement"]
+            findings.append(Finding(
+                "judgments", "model_audit", "warning",
+                f"expected the human audit of model judge {judge} to hold (at least "
+                f"{audit['policy']['minimum']} audited pairs, alpha >= "
+                f"{audit['policy']['floor']:g}); {audit['reason']}: its {audit['graded']} "
+                "grade(s) are reported, not counted", a.get("items") or 0, [], "grade",
+                f"judge:{judge}"))
     if not extra and len(findings) == len(report.findings):
         return report
     return replace(report, stale=list(report.stale) + extra, findings=findings)
@@ -319,18 +330,40 @@ def with_judging_checks(report: ValidationReport, collection: Collection, effect
 
 def judging_summary(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
                     metrics: tuple[str, ...], settings: Settings, run_id: str, coverage: dict,
-                    k: int, effective: Effective | None, floor: float) -> dict:
+                    k: int, effective: Effective | None, floor: float, *,
+                    verdict: GateResult | None = None, baseline=None,
+                    tolerance: float | None = None, candidate: str | None = None) -> dict:
     """metrics.json's `judging` block: the rule, judges and staleness per judge, agreement,
-    and per configuration judged@k, pool size and bounds (`searcheval.judging.summary`)."""
+    and per configuration judged@k, pool size and bounds (`searcheval.judging.summary`); what
+    each configuration's judged top k rests on (human, import, model: which judge), and, when
+    model grades count, its means without them and whether the gate's verdict would differ."""
     agreement = None
     if effective is not None:
         agreement = judge_agreement(effective.latest, {q.id: q.category for q in collection.queries},
                                     collection.grade_scale, floor=floor)
+    sources = effective.rests_on if effective is not None else None
+    without = None
+    if sources and any(str(sources.get((q, d), "")).startswith("model:")
+                       for q, docs in qrels.items() for d in docs):
+        from searcheval.judging.summary import without_model
+
+        other = score_runs(runs, collection, without_model(qrels, sources), metrics, settings)
+        without = {"means": {name: s.means for name, s in other.items()}, "gate": None}
+        if verdict is not None and baseline is not None:
+            try:
+                again = gate_scores(other, baseline, tolerance, candidate)
+            except InputError:  # the gate itself refused it: the verdict says why already
+                again = None
+            if again is not None:
+                without["gate"] = {"passed": again.passed,
+                                   "differs": again.passed != verdict.passed,
+                                   "tripped": [t.describe() for t in again.tripped]}
     return judging_block(runs, qrels, [q.id for q in collection.queries], list(metrics), settings,
                          collection.grade_scale, run_id, coverage, k,
                          judgments=effective.summary() if effective is not None else None,
                          agreement=agreement,
-                         latest=effective.latest if effective is not None else None)
+                         latest=effective.latest if effective is not None else None,
+                         sources=sources, without=without)
 
 
 def score_runs(runs: dict[str, RankedRun], collection: Collection, qrels: dict,
@@ -665,7 +698,7 @@ def alert_for(result: EvaluationResult) -> Alert | None:
     """What to alert on: a tripped gate, a coverage floor missed, stale judgments."""
     reasons = gate_reasons(result.gate) + coverage_reasons(result.coverage, result.judging) \
         + stale_reasons(result.validation) + agreement_reasons(result.judging) \
-        + failure_reasons(result.failures)
+        + audit_reasons(result.judging) + failure_reasons(result.failures)
     if not reasons:
         return None
     from searcheval.evaluation.diff import worst_lines

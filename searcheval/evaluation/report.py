@@ -634,7 +634,53 @@ def judging_markdown(judging: dict, scores: dict) -> str:
                 for d in a["disagreements"]:
                     grades = ", ".join(f"{_cell(k)}={v}" for k, v in d["grades"].items())
                     w(f"| {d['query_id']} | {d['doc_id']} | {grades} |\n")
+    w(model_grades_section(judging, scores))
     return out.getvalue()
+
+
+def model_grades_section(judging: dict, scores: dict) -> str:
+    """What each number rests on (issue 24): per configuration the share of its judged top k by
+    source (human, import, model: which judge), each model judge's audit and standing, the means
+    with and without model grades, and whether the gate's verdict would differ without them."""
+    configurations = judging.get("configurations") or {}
+    judges = (judging.get("judgments") or {}).get("model_judges") or {}
+    if not judges and not any((c.get("sources") or {}).get("counts", {}).keys() - {"import"}
+                              for c in configurations.values()):
+        return ""
+    lines = ["\n### What the numbers rest on\n\n"]
+    for name, c in configurations.items():
+        src = c.get("sources") or {}
+        if not src.get("judged"):
+            continue
+        shares = ", ".join(f"{s} {v:.0%}" for s, v in src["shares"].items())
+        lines.append(f"- {name}: judged top {c.get('k')} ({src['judged']} pairs) by source: "
+                     f"{shares}\n")
+    for judge, audit in sorted(judges.items()):
+        a = audit.get("agreement") or {}
+        alpha = a.get("alpha")
+        lines.append(f"- model judge {judge}: {audit.get('graded')} grade(s), audit "
+                     f"{a.get('items', 0)} pair(s), alpha "
+                     f"{'-' if alpha is None else f'{alpha:.3f}'}; "
+                     f"{'counted' if audit.get('counts') else 'NOT counted'}: "
+                     f"{audit.get('reason')}\n")
+    with_without = [(n, c["means_without_model"]) for n, c in configurations.items()
+                    if c.get("means_without_model")]
+    if with_without:
+        metrics = [m for m in next(iter(with_without))[1] if not m.startswith("judged@")][:4]
+        lines.append("\n| configuration | " + " | ".join(f"{m} (with / without model)"
+                                                       for m in metrics)
+                     + " |\n|---|" + "---|" * len(metrics) + "\n")
+        for name, without in with_without:
+            mine = scores[name].means if name in scores else {}
+            lines.append(f"| {name} | " + " | ".join(
+                f"{_fmt(mine.get(m))} / {_fmt(without.get(m))}" for m in metrics) + " |\n")
+    gate = ((judging.get("without_model") or {}).get("gate")) or {}
+    if gate.get("differs"):
+        lines.append(f"\n**The gate's verdict rests on model grades**: without them it would "
+                     f"have {'passed' if gate['passed'] else 'tripped'}"
+                     + (f" ({'; '.join(gate['tripped'])})" if gate.get("tripped") else "")
+                     + ".\n")
+    return "".join(lines)
 
 
 def conventions_lines(conventions: dict) -> list[str]:

@@ -234,7 +234,8 @@ def export_effective(effective: Effective, fmt: str) -> str:
 
 
 ALL_COLUMNS = ("query_id", "resource_id", "grade", "judged_at", "judge", "source", "guideline",
-               "note", "origin", "retracted_at")
+               "note", "origin", "retracted_at", "judge_hash", "prompt_version", "rationale",
+               "content_hash")
 
 
 def export_rows(rows: list[JudgmentRow], fmt: str) -> str:
@@ -251,7 +252,9 @@ def export_rows(rows: list[JudgmentRow], fmt: str) -> str:
         for r in rows:
             writer.writerow(csv_row([r.query_id, r.doc_id, r.grade, _time(r.judged_at), r.judge,
                                      r.source, r.guideline or "", r.note or "",
-                                     r.origin or "", _time(r.retracted_at)]))
+                                     r.origin or "", _time(r.retracted_at), r.judge_hash or "",
+                                     r.prompt_version or "", r.rationale or "",
+                                     r.content_hash or ""]))
     else:
         for r in rows:
             out.write(json.dumps({**r.to_dict(), "origin": r.origin,

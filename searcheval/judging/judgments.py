@@ -64,13 +64,22 @@ class JudgmentRow:
     retracted_at: datetime | None = None
     recorded_at: datetime | None = None
     provenance: dict | None = None  # an implicit row's maker: click model, parameters, window
+    judge_hash: str | None = None  # a model judge's identity (judging.judges)
+    prompt_version: str | None = None
+    rationale: str | None = None
 
     def to_dict(self) -> dict:
-        return {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
-                "judge": self.judge,
-                "judged_at": self.judged_at.isoformat() if self.judged_at else None,
-                "source": self.source, "guideline": self.guideline, "note": self.note,
-                **({"provenance": self.provenance} if self.provenance is not None else {})}
+        out = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
+               "judge": self.judge,
+               "judged_at": self.judged_at.isoformat() if self.judged_at else None,
+               "source": self.source, "guideline": self.guideline, "note": self.note}
+        if self.provenance is not None:
+            out["provenance"] = self.provenance
+        if self.judge_hash is not None:
+            out.update(judge_hash=self.judge_hash, prompt_version=self.prompt_version,
+                       rationale=self.rationale, content_hash=self.content_hash)
+        return out
+
 
 
 @dataclass(frozen=True)
@@ -235,6 +244,10 @@ class Effective:
                 "counted": (self.counted if isinstance(self.counted, str)
                             else ",".join(self.counted)),
                 "counted_from": self.counted_from}
+    #: model judges -> their audit and standing (judging.audit); pair -> the source its effective
+    #: grade rests on: human | import | model:<judge> (set by judging.source)
+    model_judges: dict = field(default_factory=dict)
+    rests_on: dict = field(default_factory=dict)
 
     def grades(self) -> dict[tuple[str, str], int]:
         """Fresh effective grades only: what counts as judged."""
@@ -255,7 +268,8 @@ class Effective:
                 "pairs": len(self.judgments), "judges": dict(sorted(self.judges.items())),
                 "multiply_judged": sum(1 for g in self.latest.values() if len(g) >= 2),
                 "stale_by_judge": {j: dict(r) for j, r in sorted(self.stale_by_judge.items())},
-                "set": self.record()}  # the judgment set the run was scored with
+                "set": self.record(),  # the judgment set the run was scored with
+                "model_judges": self.model_judges}
 
 
 def grades_fingerprint(grades: dict[tuple[str, str], int]) -> str:

@@ -59,12 +59,34 @@ def top_agreement(run: RankedRun, latest: dict[tuple[str, str], dict[str, int]],
     return {"items": len(multi), "alpha": pair_stats(multi, labels)["alpha"]}
 
 
+def source_shares(run: RankedRun, qrels: Qrels, sources: dict, k: int = COVERAGE_K) -> dict:
+    """The judged pairs of the run's top k by the source of their grade (human, import,
+    model:<judge>): {judged, counts, shares}."""
+    from collections import Counter
+
+    top = [(qid, d) for qid in run.results for d in run.top_ids(qid, k)
+           if d in qrels.get(qid, {})]
+    counts = Counter(sources.get(p, "import") for p in top)
+    return {"judged": len(top), "counts": dict(sorted(counts.items())),
+            "shares": {s: n / len(top) for s, n in sorted(counts.items())} if top else {}}
+
+
+def without_model(qrels: Qrels, sources: dict) -> Qrels:
+    """The qrels less every grade that rests on a model judge only."""
+    return {q: {d: g for d, g in docs.items()
+                if not str(sources.get((q, d), "")).startswith("model:")}
+            for q, docs in qrels.items()}
+
+
 def judging_block(runs: dict[str, RankedRun], qrels: Qrels, query_ids: list[str],
                   metrics: list[str], settings: Settings, grade_scale: tuple[int, int],
                   run_id: str, coverage: dict, k: int = COVERAGE_K,
                   judgments: dict | None = None, agreement: dict | None = None,
-                  latest: dict | None = None) -> dict:
-    """metrics.json's `judging` block."""
+                  latest: dict | None = None, sources: dict | None = None,
+                  without: dict | None = None) -> dict:
+    """metrics.json's `judging` block; with `sources` (pair -> source of its grade) each
+    configuration says what its judged top k rests on, and `without` ({configuration: means
+    without model grades, "gate": ...}) what its numbers would be without model grades."""
     per_configuration = {}
     union: set[tuple[str, str]] = set()
     for name, run in runs.items():
@@ -76,8 +98,13 @@ def judging_block(runs: dict[str, RankedRun], qrels: Qrels, query_ids: list[str]
             "agreement": top_agreement(run, latest or {}, grade_scale, k),
             "bounds": bounds(run, qrels, query_ids, metrics, settings, int(grade_scale[1]), k),
         }
+        if sources is not None:
+            per_configuration[name]["sources"] = source_shares(run, qrels, sources, k)
+        if without and name in without.get("means", {}):
+            per_configuration[name]["means_without_model"] = without["means"][name]
     return {"pool": {"size": len(union), "k": k,
                      "command": POOL_COMMAND.format(run_id=run_id, k=k)},
             "configurations": per_configuration,
             "judgments": judgments or {},
-            "agreement": agreement or {}}
+            "agreement": agreement or {},
+            **({"without_model": {"gate": without.get("gate")}} if without else {})}

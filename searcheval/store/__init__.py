@@ -2,7 +2,8 @@
 (`migrations/`), and the functions that read and write rows: the search data (`catalog`), the run
 history (`history`), recorded traces (`traces`), judgments and pools (`judgments`, imported as
 `searcheval.store.judgments`), what document lookups returned (`documents`, imported as
-`searcheval.store.documents`).
+`searcheval.store.documents`), a model judge's answers and labelling runs (`judges`, imported as
+`searcheval.store.judges`).
 
 Only the library's evaluation, replay, rankers and bench packages and the CLI import it. The
 row functions are re-exported here, so `from searcheval import store; store.save_catalog(...)`.

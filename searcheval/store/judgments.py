@@ -70,7 +70,9 @@ def load_judgment_rows(conn: psycopg.Connection, catalog: str,
                         judge=r["judge"], judged_at=r["judged_at"], source=r["source"],
                         guideline=r["guideline"], note=r["note"], content_hash=r["content_hash"],
                         origin=r["origin"], id=r["id"], seed=r["seed"],
-                        retracted_at=r["retracted_at"], recorded_at=r["recorded_at"])
+                        retracted_at=r["retracted_at"], recorded_at=r["recorded_at"],
+                        judge_hash=r["judge_hash"], prompt_version=r["prompt_version"],
+                        rationale=r["rationale"])
             for r in found]
 
 

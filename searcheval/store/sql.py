@@ -521,7 +521,8 @@ WHERE j.catalog = %(catalog)s AND j.seed AND j.retracted_at IS NULL
 #: Every row of a catalog, oldest first (the order the effective-grade rule reads them in).
 SELECT_JUDGMENTS = """
 SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
-       content_hash, origin, seed, retracted_at, recorded_at
+       content_hash, origin, seed, retracted_at, recorded_at, judge_hash, prompt_version,
+       rationale
 FROM judgments
 WHERE catalog = %(catalog)s AND (retracted_at IS NULL OR %(all)s) AND (NOT seed OR %(seed)s)
 ORDER BY query_id, doc_id, judge, judged_at NULLS FIRST, id
@@ -530,7 +531,8 @@ ORDER BY query_id, doc_id, judge, judged_at NULLS FIRST, id
 #: One judge's live rows of a catalog (the rating page's progress and current grades).
 SELECT_JUDGE_JUDGMENTS = """
 SELECT id, catalog, query_id, doc_id, grade, judge, judged_at, source, guideline, note,
-       content_hash, origin, seed, retracted_at, recorded_at
+       content_hash, origin, seed, retracted_at, recorded_at, judge_hash, prompt_version,
+       rationale
 FROM judgments
 WHERE catalog = %(catalog)s AND judge = %(judge)s AND retracted_at IS NULL
 ORDER BY query_id, doc_id, judged_at NULLS FIRST, id
@@ -709,4 +711,94 @@ SELECT monitor, window_start, window_end, traces, labelled, metrics, detector, a
 FROM (SELECT * FROM live_windows WHERE monitor = %(monitor)s
       ORDER BY window_start DESC LIMIT %(n)s) recent
 ORDER BY window_start
+"""
+
+# =========================================================================== model judges (issue 24)
+# A model judge's grades, its answer cache and its labelling runs (migrations/010_judges.sql).
+
+#: One model grade; the same grade of the same answer (its time is the answer's) is not added twice.
+INSERT_MODEL_JUDGMENT = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, guideline,
+                       content_hash, origin, judge_hash, prompt_version, rationale)
+VALUES (%(catalog)s, %(query_id)s, %(doc_id)s, %(grade)s, %(judge)s, %(judged_at)s, 'model',
+        %(guideline)s, %(content_hash)s, %(origin)s, %(judge_hash)s, %(prompt_version)s,
+        %(rationale)s)
+ON CONFLICT DO NOTHING
+"""
+
+#: The (query, document, content hash) of a judge's live grades in a judgment set: what is done.
+SELECT_JUDGE_DONE = """
+SELECT query_id, doc_id, content_hash
+FROM judgments
+WHERE catalog = %(catalog)s AND judge = %(judge)s AND judge_hash = %(judge_hash)s
+  AND source = 'model' AND retracted_at IS NULL
+"""
+
+#: A judge's cached answers of some (query key, content hash) pairs.
+SELECT_JUDGE_ANSWERS = """
+SELECT a.query_key, a.content_hash, a.grade, a.rationale, a.answered_at
+FROM judge_answers a
+JOIN unnest(%(query_keys)s::text[], %(content_hashes)s::text[]) AS k(query_key, content_hash)
+  ON a.query_key = k.query_key AND a.content_hash = k.content_hash
+WHERE a.judge_hash = %(judge_hash)s
+"""
+
+#: One answer into the cache; an answer already there wins (two runs at once keep one).
+UPSERT_JUDGE_ANSWER = """
+INSERT INTO judge_answers (judge_hash, query_key, content_hash, judge, model, grade, rationale,
+                           input_tokens, output_tokens)
+VALUES (%(judge_hash)s, %(query_key)s, %(content_hash)s, %(judge)s, %(model)s, %(grade)s,
+        %(rationale)s, %(input_tokens)s, %(output_tokens)s)
+ON CONFLICT (judge_hash, query_key, content_hash) DO UPDATE SET judge = judge_answers.judge
+RETURNING grade, rationale, answered_at
+"""
+
+INSERT_JUDGE_RUN = """
+INSERT INTO judge_runs (judge, judge_hash, catalog, pool_id, resolved, started_at, pairs,
+                        requested, requests, from_cache, graded, failed, input_tokens,
+                        output_tokens, cost, seconds, errors)
+VALUES (%(judge)s, %(judge_hash)s, %(catalog)s, %(pool_id)s, %(resolved)s, %(started_at)s,
+        %(pairs)s, %(requested)s, %(requests)s, %(from_cache)s, %(graded)s, %(failed)s,
+        %(input_tokens)s, %(output_tokens)s, %(cost)s, %(seconds)s, %(errors)s)
+RETURNING id
+"""
+
+#: The latest recorded run of each judge of a judgment set (its audit policy and identity).
+SELECT_LATEST_JUDGE_RUNS = """
+SELECT DISTINCT ON (judge) judge, judge_hash, resolved, finished_at
+FROM judge_runs
+WHERE catalog = %(catalog)s
+ORDER BY judge, finished_at DESC, id DESC
+"""
+
+SELECT_JUDGE_RUNS = """
+SELECT id, judge, judge_hash, catalog, pool_id, started_at, finished_at, pairs, requested,
+       requests, from_cache, graded, failed, input_tokens, output_tokens, cost, seconds, errors
+FROM judge_runs
+WHERE catalog = %(catalog)s AND judge = %(judge)s
+ORDER BY finished_at DESC, id DESC
+"""
+
+#: Many model grades at once (the cache's answers of a whole pool): COPY into a staging table,
+#: then one INSERT that adds what is not there.
+CREATE_MODEL_JUDGMENTS_STAGING = """
+CREATE TEMP TABLE model_judgments_staging (
+    query_id text, doc_id text, grade integer, judge text, judged_at timestamptz,
+    guideline text, content_hash text, origin text, judge_hash text, prompt_version text,
+    rationale text
+) ON COMMIT DROP
+"""
+
+COPY_MODEL_JUDGMENTS_STAGING = """
+COPY model_judgments_staging (query_id, doc_id, grade, judge, judged_at, guideline, content_hash,
+                              origin, judge_hash, prompt_version, rationale) FROM STDIN
+"""
+
+INSERT_MODEL_JUDGMENTS_STAGED = """
+INSERT INTO judgments (catalog, query_id, doc_id, grade, judge, judged_at, source, guideline,
+                       content_hash, origin, judge_hash, prompt_version, rationale)
+SELECT %(catalog)s, query_id, doc_id, grade, judge, judged_at, 'model', guideline, content_hash,
+       origin, judge_hash, prompt_version, rationale
+FROM model_judgments_staging
+ON CONFLICT DO NOTHING
 """
