@@ -100,7 +100,7 @@ def test_a_secret_quoted_by_the_service_is_in_no_file_log_artifact_state_or_row(
     # the attack happened: the service got both secrets and quoted them back
     assert sent and any(f"api_key={KEY}" in r["path"] for r in sent)
     assert any(r["headers"].get("Authorization") == f"Bearer {TOKEN}" for r in sent)
-    assert code == 2  # one query failed: the run is incomplete, published, not gated
+    assert code == 3  # one query failed: the run is incomplete, published, not gated (exit 3)
     metrics = json.loads((out / "metrics.json").read_text())
     failures = metrics["failures"]["configurations"]["hostile"]["errors"]
     assert len(failures) == 1
