@@ -47,6 +47,7 @@ class TuneRequest:
     min_effect: float = DEFAULT_MIN_EFFECT
     parallel: int = 1
     depth: int = defaults.DEPTH
+    label: str | None = None  # part of the study's identity: another label is another study
 
     def check_numbers(self) -> None:
         for name, value, lo in (("trials", self.trials, 1), ("parallel", self.parallel, 1),
@@ -126,6 +127,7 @@ def check(request: TuneRequest, collection=None) -> Prepared:
                   "metric": request.metric, "unjudged_threshold": request.unjudged_threshold,
                   "configurations": hashlib.sha256(_canonical(raw).encode()).hexdigest(),
                   "overrides": request.overrides or {}, "depth": request.depth,
+                  "label": request.label,
                   "collection": collection_hashes(collection)}
     if request.sampler == "grid":
         from searcheval.tuning.space import grid_space
