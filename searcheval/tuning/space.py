@@ -195,13 +195,14 @@ def build_space(specs: Mapping[str, Any], source: str, configurations_raw: Mappi
                              f"{', '.join(kind.params)}", file=source, field=path)
         spec_param = kind.params[param]
         if rest:
-            if spec_param.type != "mapping" or len(rest) > 1:
+            if spec_param.type not in ("mapping", "any") or len(rest) > 1:
                 raise InputError(f"{name}.{param} is a {spec_param.type}, not a mapping of "
                                  "values", file=source, field=path)
-            if spec_param.keys is not None and rest[0] not in spec_param.keys:
+            if spec_param.type == "mapping" and spec_param.keys is not None \
+                    and rest[0] not in spec_param.keys:
                 raise InputError(f"{name}.{param} has no key {rest[0]!r}; it has "
                                  f"{', '.join(spec_param.keys)}", file=source, field=path)
-            spec_param = spec_param.item or spec_param
+            spec_param = spec_param.item or spec_param  # `any` (an http body): its knobs
         parsed = parse_spec(path, spec, source)
         if "choices" in parsed:
             choices = parsed["choices"]
@@ -221,7 +222,7 @@ def build_space(specs: Mapping[str, Any], source: str, configurations_raw: Mappi
                                       or not math.isfinite(v)):
                     raise InputError(f"expected a finite number as {label}, got {v!r}",
                                      file=source, field=path)
-            if spec_param.type not in ("number", "integer"):
+            if spec_param.type not in ("number", "integer", "any"):
                 raise InputError(f"{name}.{param} is not a number (its type: "
                                  f"{spec_param.type}): give its choices as a list, not a range", file=source, field=path)
             if not low < high:
