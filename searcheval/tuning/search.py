@@ -158,6 +158,23 @@ def ranked_unjudged(run: RankedRun, qrels: Mapping, k: int) -> list[tuple[str, s
             for rank, d in enumerate(run.top_ids(qid, k), start=1) if d not in qrels.get(qid, {})]
 
 
+def _ask_tell_grid():
+    import optuna
+
+    class AskTellGrid(optuna.samplers.GridSampler):
+        """Optuna's grid sampler without its `study.stop()` when the grid is exhausted (which
+        only works inside `study.optimize`): the search asks for at most the grid's size."""
+
+        def after_trial(self, study, trial, state, values) -> None:
+            return None
+
+    return AskTellGrid
+
+
+def _AskTellGrid(grid, seed):  # noqa: N802 - a class made on first use (optuna imported late)
+    return _ask_tell_grid()(grid, seed=seed)
+
+
 def make_study(space: SearchSpace, sampler: str, seed: int, trials: int):
     """An in-memory Optuna study (maximising) with a seeded TPE or grid sampler; the number of
     trials to run (a grid has at most its size)."""
@@ -166,7 +183,7 @@ def make_study(space: SearchSpace, sampler: str, seed: int, trials: int):
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     if sampler == "grid":
         grid = grid_space(space)
-        chosen = optuna.samplers.GridSampler(grid, seed=seed)
+        chosen = _AskTellGrid(grid, seed=seed)
         trials = min(trials, space.grid_size())
     elif sampler == "tpe":
         chosen = optuna.samplers.TPESampler(seed=seed)
