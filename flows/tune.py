@@ -47,6 +47,7 @@ def tune(
     unjudged_threshold: float = study.DEFAULT_UNJUDGED,
     min_effect: float = study.DEFAULT_MIN_EFFECT,
     parallel: int = 1,
+    top: int = 3,
     depth: int = defaults.DEPTH,
     output: str | None = "tune-out",
     model_path: str | None = None,
@@ -65,6 +66,8 @@ def tune(
         min_effect: The smallest difference worth finding: the split is warned about when
             the held-out part is too small to detect it.
         parallel: Trials run at a time (each asks the sampler before the others are told).
+        top: The tuning's top N, each compared with the served one on the held-out part
+            (Holm's correction), reported beside the verdict.
     """
     logger = get_run_logger()
     request = study.TuneRequest(
@@ -72,7 +75,7 @@ def tune(
         configurations_file=configurations_file, overrides=overrides, params=params,
         space_file=space_file, target=target, name=name, trials=trials, sampler=sampler,
         seed=seed, held_out=held_out, metric=metric, unjudged_threshold=unjudged_threshold,
-        min_effect=min_effect, parallel=parallel, depth=depth)
+        min_effect=min_effect, parallel=parallel, top=top, depth=depth)
     prepared = study.check(request)  # refused before the first trial: nothing is written
     logger.info("study %s: %s on %d tuning queries, %d held out", prepared.study_id[:12],
                 prepared.target, len(prepared.split.tuning), len(prepared.split.held_out))

@@ -35,7 +35,7 @@ def tune_request(args: argparse.Namespace):
         space_file=str(args.space) if args.space else None, target=args.target,
         name=args.name, trials=args.trials, sampler=args.sampler, seed=args.seed,
         held_out=args.held_out, metric=args.metric, unjudged_threshold=args.unjudged_threshold,
-        min_effect=args.min_effect, parallel=args.parallel)
+        min_effect=args.min_effect, parallel=args.parallel, top=args.top)
 
 
 def summary_lines(document: dict, output: str) -> list[str]:
@@ -74,7 +74,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
     params = {name: getattr(request, name) for name in (
         "fixtures", "dataset", "split", "max_queries", "configurations_file", "overrides",
         "params", "space_file", "target", "name", "trials", "sampler", "seed", "held_out",
-        "metric", "unjudged_threshold", "min_effect", "parallel")}
+        "metric", "unjudged_threshold", "min_effect", "parallel", "top")}
     with database_env(args.database_url):
         state = tune(**params, output=str(args.output), return_state=True)
     quiet_server_stop()
@@ -138,6 +138,9 @@ def add_tune(sub) -> None:
                    help="smallest difference worth finding; a held-out part too small to "
                         "detect it is warned about (default 0.02)")
     p.add_argument("--parallel", type=int, default=1, help="trials at a time (default 1)")
+    p.add_argument("--top", type=int, default=3,
+                   help="the tuning's top N also compared on the held-out part, with Holm's "
+                        "correction, beside the verdict (default 3)")
     p.add_argument("--output", type=Path, default=Path("tune-out"),
                    help="folder of tune.json, report.md, configurations.tuned.yaml, pool.csv")
     add_database_url(p)

@@ -202,7 +202,11 @@ def build_space(specs: Mapping[str, Any], source: str, configurations_raw: Mappi
                     and rest[0] not in spec_param.keys:
                 raise InputError(f"{name}.{param} has no key {rest[0]!r}; it has "
                                  f"{', '.join(spec_param.keys)}", file=source, field=path)
-            spec_param = spec_param.item or spec_param  # `any` (an http body): its knobs
+            # a key of a mapping checked as its `item`; of an unchecked mapping (python
+            # options) or an `any` (an http body): whatever the kind's own checks accept
+            from searcheval.rankers.params import Param
+
+            spec_param = spec_param.item or Param("any")
         parsed = parse_spec(path, spec, source)
         if "choices" in parsed:
             choices = parsed["choices"]

@@ -48,10 +48,11 @@ class TuneRequest:
     parallel: int = 1
     depth: int = defaults.DEPTH
     label: str | None = None  # part of the study's identity: another label is another study
+    top: int = 3  # the tuning's top N, each compared on the held-out part (Holm), as context
 
     def check_numbers(self) -> None:
         for name, value, lo in (("trials", self.trials, 1), ("parallel", self.parallel, 1),
-                                ("depth", self.depth, 1)):
+                                ("depth", self.depth, 1), ("top", self.top, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < lo:
                 raise InputError(f"expected a whole number >= {lo}, got {value!r}", field=name)
         for name, value in (("unjudged_threshold", self.unjudged_threshold),
@@ -271,6 +272,7 @@ def conclude(prepared: Prepared, results: list[TrialResult], output: str | None,
         held_out_verdict,
         proposed_entries,
         report_markdown,
+        top_family,
         verdict_line,
     )
 
@@ -286,6 +288,18 @@ def conclude(prepared: Prepared, results: list[TrialResult], output: str | None,
                                seed=request.seed)
     verdict["chosen_trial"] = chosen_trial.number
     verdict["chosen_overrides"] = chosen_trial.overrides
+    seen, top_configurations = set(), []
+    for t in sorted((t for t in results if t.value is not None),
+                    key=lambda t: (-t.value, t.number)):
+        if t.sha256 not in seen and len(top_configurations) < request.top:
+            seen.add(t.sha256)
+            top_configurations.append((t.number, configurations_from(
+                prepared.raw, request.configurations_file,
+                {**(request.overrides or {}), **t.overrides})[prepared.target]))
+    top = top_family(prepared.held_runner, top_configurations,
+                     prepared.resolved[prepared.served], held_queries, prepared.qrels,
+                     request.metric, prepared.settings, seed=request.seed)
+    verdict["top"] = top
     tuning_store.save_verdict(prepared.conn, prepared.study_id, verdict)
     name = request.name or f"{prepared.target}_tuned"
     entries = proposed_entries(prepared.resolved, chosen_resolved, prepared.target, name)
@@ -303,7 +317,7 @@ def conclude(prepared: Prepared, results: list[TrialResult], output: str | None,
              "metric": request.metric, "definition": prepared.definition,
              "split": prepared.split.to_dict()}
     report = report_markdown(study, results, chosen_trial, verdict, text, prepared.warnings,
-                             pool_path)
+                             pool_path, top=top)
     document = {"study_id": prepared.study_id, "target": prepared.target,
                 "served": prepared.served, "metric": request.metric,
                 "split": {"tuning": len(prepared.split.tuning),

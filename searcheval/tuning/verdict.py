@@ -45,6 +45,33 @@ def held_out_verdict(runner, chosen, served, queries: Sequence[Query],
             "served_sha256": served.sha256, "queries": len(queries), "means": means}
 
 
+def top_family(runner, configurations: Sequence, served, queries: Sequence[Query],
+               qrels: Mapping, metric: str, settings: Settings,
+               level: float = SIGNIFICANCE_LEVEL, seed: int = 0) -> dict:
+    """The tuning's top configurations (`[(trial number, configuration)]`), each against the
+    served one on the held-out queries, Holm's correction over them (as `run --candidate
+    a,b,c`): what else might have been chosen, and whether it holds up. Not the verdict."""
+    from searcheval.evaluation.candidates import holm
+
+    base = score_run(runner.run(served), qrels, list(queries), (metric,), settings, seed=seed)
+    rows = []
+    for number, c in configurations:
+        scores = score_run(runner.run(c), qrels, list(queries), (metric,), settings, seed=seed)
+        pair = compare_pair(scores, base, metric, level=level, seed=seed)
+        rows.append({"trial": number, "sha256": c.sha256, "delta": pair["delta"],
+                     "ci95": pair["ci95"], "p_value": pair["p_value"],
+                     "better": pair["better"], "worse": pair["worse"]})
+    tested = [r for r in rows if r["p_value"] is not None]
+    for r, adjusted in zip(tested, holm([r["p_value"] for r in tested], level)):
+        r["p_holm"] = adjusted
+        r["survives"] = adjusted <= level and (r["delta"] or 0) > 0
+    for r in rows:
+        r.setdefault("p_holm", None)
+        r.setdefault("survives", False)
+    return {"metric": metric, "level": level, "correction": "holm", "family": len(rows),
+            "trials": rows}
+
+
 def verdict_line(verdict: dict) -> str:
     ci = verdict.get("ci95") or [None, None]
 
@@ -115,7 +142,8 @@ def _f(v, digits: int = 4) -> str:
 
 
 def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_text: str,
-                    warnings: Sequence[str], pool: str | None, shown: int = 15) -> str:
+                    warnings: Sequence[str], pool: str | None, shown: int = 15,
+                    top: dict | None = None) -> str:
     """report.md of a study."""
     lines = [f"# searcheval tune: {study['target']}\n",
              f"Study `{study['study_id'][:12]}`: {len(trials)} trials, sampler "
@@ -140,6 +168,16 @@ def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_te
         qs = verdict.get(f"{label}_queries") or []
         lines.append(f"\n{verdict[label]} held-out queries {label}"
                      + (f": {', '.join(qs)}" if qs else "."))
+    if top and top["trials"]:
+        lines += [f"\nThe tuning's top {top['family']} on the held-out queries against the "
+                  "served one, Holm's correction over them (context, not the verdict):\n",
+                  "| trial | delta | 95% CI | p | Holm p | better | worse | survives |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in top["trials"]:
+            ci = r["ci95"] or [None, None]
+            lines.append(f"| {r['trial']} | {_f(r['delta'])} | [{_f(ci[0])}, {_f(ci[1])}] "
+                         f"| {_f(r['p_value'])} | {_f(r['p_holm'])} | {r['better']} "
+                         f"| {r['worse']} | {'yes' if r['survives'] else 'no'} |")
     lines += ["\n## Configurations entry to commit\n", "```yaml", entries_text.rstrip(), "```\n",
               f"Chosen trial: #{chosen.number} (sha256 `{chosen.sha256[:12]}`), tuning "
               f"{study['metric']} {_f(chosen.value)}; the tuning score is not the verdict.\n",

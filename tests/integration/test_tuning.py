@@ -70,6 +70,10 @@ def test_a_study_from_split_to_held_out_verdict(conn, configurations, tmp_path):
         prepared.split.held_out)
     assert verdict["outcome"] in ("better", "worse", "no detectable difference")
     assert verdict["served"] == "fused"
+    top = verdict["top"]  # the tuning's top 3 distinct configurations on the held-out part
+    assert top["family"] == 3 and top["trials"][0]["trial"] == best.number
+    assert top["trials"][0]["delta"] == pytest.approx(verdict["delta"])
+    assert all(r["p_holm"] >= r["p_value"] for r in top["trials"])
     stored = tuning_store.open_study(conn, prepared.study_id, target="x", served="x",
                                      metric="x", definition={}, split={})
     assert stored["verdict"]["chosen_trial"] == best.number and stored["finished_at"]

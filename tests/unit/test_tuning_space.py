@@ -26,7 +26,9 @@ RAW = {"configurations": {
                                           "id": "hits[*].id", "score": "hits[*].score"}},
     "hybrid": {"kind": "fuse", "params": {"runs": ["bm25", "engine"]}},
     "fused": {"kind": "fused", "served": True},
-    "dense": {"kind": "dense"}}}
+    "dense": {"kind": "dense"},
+    "mine": {"kind": "python", "params": {"callable": "tests.example_service:answers",
+                                          "options": {"alpha": 0.5}}}}}
 FILE = "configurations.yaml"
 
 
@@ -58,6 +60,9 @@ def test_an_http_body_knob_is_a_parameter_of_its_kind():
     s = space({"engine.body.boost": [0.5, 1.0, 2.0], "engine.body.size": "10..50:10"})
     assert s.dimensions[0].grid() == [0.5, 1.0, 2.0]
     assert s.dimensions[1].grid() == [10.0, 20.0, 30.0, 40.0, 50.0]
+    # a python retriever's options too
+    assert space({"mine.options.alpha": "0..1:0.25"}).dimensions[0].grid() == \
+        [0.0, 0.25, 0.5, 0.75, 1.0]
     chosen = configurations_from(RAW, FILE, {"engine.body.boost": 2.0})
     assert chosen["engine"].params["body"] == {"q": "{text}", "boost": 2.0}
 
