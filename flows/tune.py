@@ -3,9 +3,10 @@ trial) -> embed through the cache -> trials, each a task (`tasks/tuning.py`), `p
 time on the flow's task runner -> the chosen configuration once on the held-out queries against
 the served one -> outputs and the study's row.
 
-Parallel trials run on Prefect's thread pool (they share the cached result lists of this
-process); a trial's objective holds the database connection and the cached lists, which a Dask
-worker process could not share, so the trials stay in the flow run's process.
+Parallel trials run on the task runner the settings name (flows/runners.py): Prefect's thread
+pool, where they share the cached result lists of this process, or a Dask cluster, where each
+trial task receives the objective with the cached lists (never the database connection: a
+worker opens its own from SEARCHEVAL_DATABASE_URL if a trial must search again).
 """
 
 from __future__ import annotations
@@ -13,11 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger
-from prefect.task_runners import ThreadPoolTaskRunner
-from prefect.utilities.annotations import opaque
 
 from flows import boundary
 from flows.console import route_library_logs
+from flows.runners import task_runner_from_settings, whole
 from searcheval import defaults
 from searcheval.store.database import open_database
 from searcheval.tuning import study
@@ -27,7 +27,7 @@ boundary.install()
 route_library_logs()
 
 
-@flow(name="searcheval-tune", log_prints=True, task_runner=ThreadPoolTaskRunner(max_workers=4))
+@flow(name="searcheval-tune", log_prints=True, task_runner=task_runner_from_settings())
 def tune(
     fixtures: str | None = defaults.FIXTURES,
     dataset: str | None = None,
@@ -83,7 +83,7 @@ def tune(
         study.prepare(prepared, conn, model_path, say=logger.info)
 
         def evaluate_batch(batch):
-            futures = [run_trial.submit(opaque(prepared.objective), number, overrides)
+            futures = [run_trial.submit(whole(prepared.objective), number, overrides)
                        for number, overrides in batch]
             return [f.result() for f in futures]
 

@@ -75,8 +75,11 @@ def cmd_tune(args: argparse.Namespace) -> int:
         "fixtures", "dataset", "split", "max_queries", "configurations_file", "overrides",
         "params", "space_file", "target", "name", "trials", "sampler", "seed", "held_out",
         "metric", "unjudged_threshold", "min_effect", "parallel", "top")}
-    with database_env(args.database_url):
-        state = tune(**params, output=str(args.output), return_state=True)
+    runners = import_project_module("flows.runners")
+    runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
+    with database_env(args.database_url), runners.api_for_workers(runner):
+        state = tune.with_options(task_runner=runner)(**params, output=str(args.output),
+                                                      return_state=True)
     quiet_server_stop()
     if state.is_completed():
         print_results("\n".join(summary_lines(state.result(), str(args.output))))
@@ -144,6 +147,11 @@ def add_tune(sub) -> None:
     p.add_argument("--output", type=Path, default=Path("tune-out"),
                    help="folder of tune.json, report.md, configurations.tuned.yaml, pool.csv")
     add_database_url(p)
+    p.add_argument("--task-runner", choices=["thread", "dask"],
+                   help="where parallel trials run (default: SEARCHEVAL_TASK_RUNNER, else "
+                        "thread)")
+    p.add_argument("--dask-address", help="scheduler of an existing Dask cluster (default: "
+                   "SEARCHEVAL_DASK_ADDRESS, else a LocalCluster)")
     p.add_argument("--check", action="store_true",
                    help="check the space, target and split, then stop")
     p.add_argument("-q", "--quiet", action="store_true", help="no log lines")

@@ -66,6 +66,25 @@ class TrialRunner:
         self._prepared: dict[tuple, dict] = {}
         self.searched = 0  # configurations actually run (not from the cache)
 
+    def __getstate__(self) -> dict:
+        """Sent to another process (a Dask worker) without the database connection, with the
+        cached lists: a worker re-fuses them as this process does, and opens a connection of
+        its own (SEARCHEVAL_DATABASE_URL) only if a trial must search the database again."""
+        state = dict(self.__dict__)
+        state["context"] = replace(self.context, conn=None)
+        state["_opened"] = True
+        return state
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def _connection(self):
+        if self.context.conn is None and getattr(self, "_opened", False):
+            from searcheval.store.database import open_database
+
+            self.context = replace(self.context, conn=open_database())
+        return self.context
+
     def run(self, configuration, keep: bool = False) -> RankedRun:
         cached = self._runs.get(configuration.sha256)
         if cached is not None:
@@ -83,8 +102,8 @@ class TrialRunner:
                             fusion_params(configuration.params, depth=self.k))
             run = replace(run, configuration=configuration.name)
         else:
-            run = run_configuration(configuration, self.context, self.queries, self.vectors,
-                                    self.k)
+            run = run_configuration(configuration, self._connection(), self.queries,
+                                    self.vectors, self.k)
             self.searched += 1
         if keep:
             if len(self._runs) >= KEEP_RUNS:

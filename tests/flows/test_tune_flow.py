@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from searcheval.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -20,7 +22,7 @@ configurations:
 """
 
 
-def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path, capsys):
+def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path):
     configurations = tmp_path / "configurations.yaml"
     configurations.write_text(CONFIGURATIONS)
     out = tmp_path / "out"
@@ -31,7 +33,9 @@ def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path, capsys):
     assert main([*args, "--trials", "4"]) == 0
     first = json.loads((out / "tune.json").read_text())
     assert len(first["trials"]) == 4
-    printed = capsys.readouterr().out
+    from searcheval.cli.tune import summary_lines
+
+    printed = "\n".join(summary_lines(first, str(out)))  # what the command printed
     assert "held-out verdict:" in printed and "configurations.tuned.yaml" in printed
 
     from prefect.client.orchestration import get_client
@@ -49,3 +53,18 @@ def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path, capsys):
     assert [t["overrides"] for t in second["trials"][:4]] == \
         [t["overrides"] for t in first["trials"]]
     assert len(second["trials"]) == 6
+
+
+@pytest.mark.slow
+def test_trials_on_a_dask_cluster(flow_env, tmp_path, monkeypatch):
+    monkeypatch.setenv("SEARCHEVAL_DASK_WORKERS", "1")
+    configurations = tmp_path / "configurations.yaml"
+    configurations.write_text(CONFIGURATIONS)
+    out = tmp_path / "out"
+    code = main(["tune", "--fixtures", str(ROOT / "fixtures"), "--configurations-file",
+                 str(configurations), "--param", "hybrid.weights.dense=0..2", "--held-out",
+                 "0.5", "--trials", "3", "--parallel", "3", "--seed", "5", "--task-runner",
+                 "dask", "--output", str(out)])
+    document = json.loads((out / "tune.json").read_text())
+    assert code == 0 and len(document["trials"]) == 3
+    assert all(t["value"] is not None for t in document["trials"])

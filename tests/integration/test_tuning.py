@@ -126,3 +126,18 @@ def test_a_trial_with_unjudged_results_is_flagged_and_its_pool_written(conn, con
     judged = {(j.query_id, j.doc_id) for j in kept}
     assert pool and all((r["query_id"], r["doc_id"]) not in judged for r in pool)
     assert document["pool"] == "pool.csv" and document["flagged"] == len(flagged)
+
+
+def test_the_objective_travels_to_another_process_without_its_connection(conn, configurations):
+    import pickle
+
+    prepared = study.check(request(configurations, trials=1, seed=11))
+    study.prepare(prepared, conn)
+    here = prepared.objective(0, {"hybrid.weights.bm25": 0.5, "hybrid.weights.dense": 1.5,
+                                  "hybrid.method": "combmnz"})
+    copy = pickle.loads(pickle.dumps(prepared.objective))  # what a Dask worker receives
+    assert copy.runner.context.conn is None and copy.runner._runs  # cached lists came along
+    there = copy(0, {"hybrid.weights.bm25": 0.5, "hybrid.weights.dense": 1.5,
+                     "hybrid.method": "combmnz"})
+    assert (there.value, there.sha256) == (here.value, here.sha256)
+    assert copy.runner.context.conn is None  # re-fused: no connection was needed
