@@ -83,6 +83,11 @@ def benchmark_tune(dataset: str | Path, *, trials: int = 100, held_out: float = 
     say(f"{len(results)} trials in {trials_s:.2f} s: {figures['trials_per_s']:.1f} trials/s; "
         f"configurations searched during the trials: {searched} (every trial re-fused cached "
         f"lists); {figures['flagged']} flagged")
+    judged = [t.judged for t in results if t.judged is not None]
+    figures["judged_mean"] = sum(judged) / len(judged) if judged else None
+    if judged:
+        say(f"judged@10 over the trials: mean {figures['judged_mean']:.3f}, min {min(judged):.3f}, "
+            f"max {max(judged):.3f} (flagged above {request.unjudged_threshold:.0%} unjudged)")
     best = document["chosen"]
     say(f"chosen trial #{best['number']}: tuning ndcg@10 {best['value']:.4f} "
         f"{best['overrides']}")

@@ -83,8 +83,6 @@ class Prepared:
     warnings: list[str] = field(default_factory=list)
     conn: Any = None
     embedded: dict = field(default_factory=dict)
-    unjudged: dict = field(default_factory=dict)  # (query, doc) -> best rank, flagged trials
-    pool_counts: dict = field(default_factory=dict)  # (query, doc) -> flagged trials holding it
 
 
 def _canonical(value) -> str:
@@ -248,10 +246,6 @@ def run_trials(prepared: Prepared, evaluate_batch: Callable | None = None,
 
     def keep(result: TrialResult) -> None:
         tuning_store.save_trial(prepared.conn, prepared.study_id, result.row())
-        for q, d, rank in result.unjudged:
-            pair = (q, d)
-            prepared.unjudged[pair] = min(prepared.unjudged.get(pair, rank), rank)
-            prepared.pool_counts[pair] = prepared.pool_counts.get(pair, 0) + 1
 
     new = search(study, prepared.space, trials, evaluate_batch, keep,
                  batch=request.parallel, start=len(done))
@@ -305,10 +299,23 @@ def conclude(prepared: Prepared, results: list[TrialResult], output: str | None,
     entries = proposed_entries(prepared.resolved, chosen_resolved, prepared.target, name)
     text = entries_yaml(entries)
     pool_path = None
-    unjudged = prepared.unjudged
+    # the pool: the unjudged top 10 of the flagged trials among the tuning's top N (those that
+    # could change the choice), on the tuning queries; labelled, they firm up the next study
+    from searcheval.tuning.search import ranked_unjudged
+
+    unjudged: dict[tuple[str, str], int] = {}
+    counts: dict[tuple[str, str], int] = {}
+    flagged_top = {t.number for t in results if t.flagged}
+    for number, configuration in top_configurations:
+        if number not in flagged_top:
+            continue
+        run = prepared.objective.runner.run(configuration)
+        for q, d, rank in ranked_unjudged(run, prepared.qrels, prepared.objective.k):
+            unjudged[(q, d)] = min(unjudged.get((q, d), rank), rank)
+            counts[(q, d)] = counts.get((q, d), 0) + 1
     files: dict[str, str] = {}
     if unjudged:
-        items = [PoolItem(q, d, rank, prepared.pool_counts.get((q, d), 1))
+        items = [PoolItem(q, d, rank, counts[(q, d)])
                  for (q, d), rank in sorted(unjudged.items(),
                                             key=lambda kv: (kv[1], kv[0][0], kv[0][1]))]
         files["pool.csv"] = write_pool(pool_rows(items, prepared.collection), "csv")

@@ -194,6 +194,7 @@ def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_te
     flagged = sum(1 for t in trials if t.flagged)
     lines.append(f"\n{flagged} of {len(trials)} trials flagged: more than "
                  f"{study['definition']['unjudged_threshold']:.0%} of their top 10 unjudged"
-                 + (f"; their unjudged pairs are in `{pool}` for the judgment loop." if pool
-                    else "."))
+                 + (f"; the unjudged top 10 of the flagged ones among the top "
+                    f"{(top or {}).get('family', 0)} is in `{pool}` for the judgment loop."
+                    if pool else "."))
     return "\n".join(lines) + "\n"

@@ -125,6 +125,7 @@ def test_a_trial_with_unjudged_results_is_flagged_and_its_pool_written(conn, con
     pool = list(csv.DictReader(io.StringIO((tmp_path / "pool.csv").read_text())))
     judged = {(j.query_id, j.doc_id) for j in kept}
     assert pool and all((r["query_id"], r["doc_id"]) not in judged for r in pool)
+    assert {r["query_id"] for r in pool} <= set(prepared.split.tuning)  # never the held-out
     assert document["pool"] == "pool.csv" and document["flagged"] == len(flagged)
 
 
