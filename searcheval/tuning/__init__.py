@@ -8,7 +8,9 @@
   result lists (a trial of fused weights re-fuses, never re-searches);
 - `verdict`: the chosen configuration once on the held-out part against the served one (the
   paired test, per-query better and worse, the minimum detectable effect), the configurations
-  entry to commit and the report.
+  entry to commit and the report;
+- `study`: the composition the flow (flows/tune.py) and the benchmark share: check, prepare,
+  run the trials, conclude.
 
 The trials and the study live in Postgres (`store.tuning`, migration 009), so a killed study
 resumes where it stopped.

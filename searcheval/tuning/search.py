@@ -16,7 +16,6 @@ of the top 10 is above the threshold is flagged: its mean may be an artefact of 
 
 from __future__ import annotations
 
-import copy
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -260,7 +259,3 @@ def best(results: Sequence[TrialResult]) -> TrialResult:
     if not scored:
         raise InputError("no trial produced a score", field="trials")
     return max(scored, key=lambda r: (r.value, -r.number))
-
-
-def deepcopy_raw(raw: Mapping) -> dict:
-    return copy.deepcopy(dict(raw))
