@@ -32,6 +32,11 @@ from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import lookups, pipeline, provenance
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
+from searcheval.evaluation.candidates import (
+    candidate_names,
+    compare_candidates,
+    gated_configuration,
+)
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import (
@@ -150,7 +155,8 @@ def nightly(
         overrides: Parameters changed for this run, e.g. {"fused.rrf_k": 20} or
             {"bm25": {"b": 0.5}} (an overridden configuration has a hash of its own).
         candidate: An entry evaluated beside the served one on the same queries: it is the
-            one gated, and the queries it made better and worse are listed.
+            one gated, and the queries it made better and worse are listed. Several, comma
+            separated: each compared with the served one (Holm's correction), which is gated.
         depth: How many results each configuration returns per query.
         metrics: The metrics to score and report.
         tolerance: The largest drop of a gated metric that still passes; empty for the
@@ -284,7 +290,8 @@ def nightly(
     if failures["incomplete"]:  # failed queries beyond what their configuration allows
         verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
     else:
-        gated = t.gate(opaque(scores), checked.baseline, tolerance, candidate,
+        gated = t.gate(opaque(scores), checked.baseline, tolerance,
+                       gated_configuration(candidate),  # several candidates: the served one
                        dataset_of(collection),
                        opaque(pipeline.gate_inputs(fresh, qrels, effective,  # gate: like
                                                    conventions.settings(), depth)),  # with like
@@ -292,8 +299,12 @@ def nightly(
         verdict = gated.result(raise_on_failure=False)
         if isinstance(verdict, BaseException):
             raise verdict
-    side_by_side = (pipeline.compare_candidate(scores, candidate, resolved.served)
-                    if candidate and candidate in scores and resolved.served in scores else None)
+    single = gated_configuration(candidate)
+    side_by_side = (pipeline.compare_candidate(scores, single, resolved.served)
+                    if single and single in scores and resolved.served in scores else None)
+    family = (compare_candidates(scores, [c for c in candidate_names(candidate) if c in scores],
+                                 resolved.served)
+              if candidate and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
                                        run_id, coverage, coverage_k, effective, agreement_floor,
                                        verdict=verdict, baseline=checked.baseline,
@@ -309,7 +320,7 @@ def nightly(
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),
-        failures=failures, candidate=side_by_side, documents=documents,
+        failures=failures, candidate=side_by_side, candidates=family, documents=documents,
         observed=looked.observed(), judgment_set=judgment_set(collection),
         cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,

@@ -84,6 +84,33 @@ def add_benchmark(sub) -> None:
     add_benchmark_snapshots(bsub)
     add_benchmark_run(bsub)
     add_benchmark_judge(bsub)
+    add_benchmark_tune(bsub)
+
+
+def add_benchmark_tune(bsub) -> None:
+    scifact = Path("../shared/datasets/scifact")
+    b = bsub.add_parser("tune", help="trials per second of fuse weights over cached bm25 and "
+                                     "dense lists, and the held-out verdict")
+    b.add_argument("--dataset", type=Path, default=scifact,
+                   help=f"a BEIR dataset folder (default {scifact}; its test queries)")
+    b.add_argument("--trials", type=int, default=100, help="trials (default 100)")
+    b.add_argument("--held-out", type=float, default=0.3, help="held-out share (default 0.3)")
+    b.add_argument("--seed", type=int, default=0, help="seed of the split and the sampler")
+    add_database_url(b)
+    b.set_defaults(handler=cmd_benchmark_tune)
+
+
+def cmd_benchmark_tune(args: argparse.Namespace) -> int:
+    from searcheval.bench.tune import benchmark_tune
+    from searcheval.errors import DatabaseError
+
+    try:
+        figures = benchmark_tune(args.dataset, trials=args.trials, held_out=args.held_out,
+                                 seed=args.seed, database_url=args.database_url)
+    except DatabaseError as exc:
+        print(f"searcheval: {exc}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
 
 def add_benchmark_run(bsub) -> None:

@@ -246,9 +246,11 @@ def add_run(sub) -> None:
                         f"{defaults.CONFIGURATIONS_FILE})")
     p.add_argument("--configurations", help="comma-separated names from the configurations file "
                    "(default: its `run` list)")
-    p.add_argument("--candidate", metavar="NAME",
+    p.add_argument("--candidate", metavar="NAME[,NAME...]",
                    help="evaluate NAME beside the served configuration on the same queries, "
-                        "list the queries it made better and worse, and gate it")
+                        "list the queries it made better and worse, and gate it; several "
+                        "names: each compared with the served one (95%% CI, paired test, "
+                        "Holm's correction), the served one gated")
     p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
                    help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
                         "(repeatable; the value is read as YAML)")

@@ -755,16 +755,21 @@ def diff_with_previous(conn: psycopg.Connection, result: EvaluationResult) -> di
 
 def with_candidate(configurations, names: list[str] | None, candidate: str | None
                    ) -> list[Configuration]:
-    """The configurations to run: the named ones (None: the file's `run` list), and with a
-    candidate, the candidate and the served configuration too (on the same queries)."""
+    """The configurations to run: the named ones (None: the file's `run` list), and with
+    candidates (`a` or `a,b,c`), the candidates and the served configuration too (on the same
+    queries)."""
+    from searcheval.evaluation.candidates import candidate_names
+
     chosen = [c.name for c in configurations.select(names)]
-    if candidate is not None:
-        configurations.select([candidate])  # refused naming the file when unknown
-        if candidate == configurations.served:
-            raise InputError(f"the candidate {candidate!r} is the served configuration; name "
+    candidates = candidate_names(candidate)  # `a,b,c`: several, each against the served one
+    for name in candidates:
+        configurations.select([name])  # refused naming the file when unknown
+        if name == configurations.served:
+            raise InputError(f"the candidate {name!r} is the served configuration; name "
                              "another entry (or an override of it under a new name)",
                              field="candidate")
-        chosen += [candidate, configurations.served]
+    if candidates:
+        chosen += [*candidates, configurations.served]
     return configurations.select(list(dict.fromkeys(chosen)))
 
 

@@ -44,6 +44,7 @@ class EvaluationResult:
     failures: dict = field(default_factory=dict)  # pipeline.failures_of: failed queries per configuration
     what_ran: dict = field(default_factory=dict)  # resolved configurations, hashes, code, versions
     candidate: dict | None = None  # pipeline.compare_candidate: the candidate beside the served
+    candidates: dict | None = None  # evaluation.candidates: each candidate vs served, Holm
     cost: dict = field(default_factory=dict)  # pipeline.costs: usage and cost per configuration
     documents: dict = field(default_factory=dict)  # lookups.look_up_results, per configuration
     observed: Observed | None = None  # what the run's lookups reported (kept as versions)
@@ -104,6 +105,7 @@ class EvaluationResult:
             "incomplete": self.incomplete,
             "what_ran": self.what_ran,
             "candidate": self.candidate,
+            "candidates": self.candidates,
             "cost": self.cost,
             "documents": {name: {k: v for k, v in d.items() if k != "documents"}
                           for name, d in (self.documents or {}).items()},
@@ -241,6 +243,10 @@ def console_table(result: EvaluationResult) -> str:
             lines.append(f"  {name}: {s.incomplete_means}")
     if result.candidate:
         lines.extend(candidate_lines(result.candidate))
+    if result.candidates:
+        from searcheval.evaluation.candidates import candidates_lines
+
+        lines.extend(candidates_lines(result.candidates))
     for name in result.incomplete:
         f = result.failures["configurations"][name]
         lines.append(f"  incomplete: {name} failed {f['failed']} of {f['queries']} queries "
@@ -377,6 +383,10 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {_cell(r['query_id'])} | {_cell(r['category'])} | {_fmt(r['served'])} "
                   f"| {_fmt(r['candidate'])} | {_fmt(r['delta'])} |\n")
         w("\n")
+    if result.candidates:
+        from searcheval.evaluation.candidates import candidates_markdown
+
+        w(candidates_markdown(result.candidates))
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:

@@ -2,8 +2,9 @@
 and one entry point (`run_configuration`) that runs any resolved configuration as production runs
 it.
 
-Built in: `bm25`, `dense`, `fused` (here), and the backends `http`, `python`, `trec` (their own
-modules, imported when first named). A package registers more kinds through the entry-point group
+Built in: `bm25`, `dense`, `fused` (here), `fuse` (any configurations combined:
+`rankers.combine`), and the backends `http`, `python`, `trec` (their own modules, imported when
+first named). A package registers more kinds through the entry-point group
 `searcheval.kinds`: each entry point loads a `Kind` (or a function returning one), e.g. in its
 pyproject.toml
 
@@ -91,12 +92,20 @@ class Kind:
         return checked
 
     def references(self, params: Mapping[str, Any]) -> dict[str, str]:
-        return {p: params[p] for p in self.references_params if params.get(p) is not None}
+        """parameter -> the configuration it names; a list of names gives `param[i]` each."""
+        out: dict[str, str] = {}
+        for p in self.references_params:
+            value = params.get(p)
+            if isinstance(value, (list, tuple)):
+                out.update({f"{p}[{i}]": v for i, v in enumerate(value)})
+            elif value is not None:
+                out[p] = value
+        return out
 
 
 _kinds: dict[str, Kind] = {}
 _lazy = {"http": "searcheval.rankers.http", "python": "searcheval.rankers.python",
-         "trec": "searcheval.rankers.trec"}
+         "trec": "searcheval.rankers.trec", "fuse": "searcheval.rankers.combine"}
 _entry_points_loaded = False
 _registry_lock = threading.Lock()
 

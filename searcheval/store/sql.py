@@ -802,3 +802,34 @@ SELECT %(catalog)s, query_id, doc_id, grade, judge, judged_at, 'model', guidelin
 FROM model_judgments_staging
 ON CONFLICT DO NOTHING
 """
+
+# --------------------------------------------------------------------------- tune (migration 011)
+
+INSERT_TUNE_STUDY = """
+INSERT INTO tune_studies (study_id, target, served, metric, definition, split)
+VALUES (%(study_id)s, %(target)s, %(served)s, %(metric)s, %(definition)s, %(split)s)
+ON CONFLICT (study_id) DO NOTHING
+"""
+
+SELECT_TUNE_STUDY = """
+SELECT study_id, target, served, metric, definition, split, verdict, finished_at
+FROM tune_studies WHERE study_id = %(study_id)s
+"""
+
+INSERT_TUNE_TRIAL = """
+INSERT INTO tune_trials (study_id, number, overrides, sha256, value, metrics, judged, bounds,
+                         flagged, seconds)
+VALUES (%(study_id)s, %(number)s, %(overrides)s, %(sha256)s, %(value)s, %(metrics)s,
+        %(judged)s, %(bounds)s, %(flagged)s, %(seconds)s)
+ON CONFLICT (study_id, number) DO NOTHING
+"""
+
+SELECT_TUNE_TRIALS = """
+SELECT number, overrides, sha256, value, metrics, judged, bounds, flagged, seconds
+FROM tune_trials WHERE study_id = %(study_id)s ORDER BY number
+"""
+
+UPDATE_TUNE_VERDICT = """
+UPDATE tune_studies SET verdict = %(verdict)s, finished_at = now()
+WHERE study_id = %(study_id)s
+"""

@@ -273,6 +273,28 @@ def test_a_candidate_runs_beside_the_served_configuration_and_is_gated(flow_env,
     assert "candidate bm25 vs served fused" in capsys.readouterr().out
 
 
+def test_several_candidates_are_a_family_against_the_served_one(flow_env, tmp_path, capsys):
+    code, metrics, out = run(tmp_path, "--candidate", "bm25,dense", "--configurations", "bm25",
+                             "--baseline", str(ROOT / "baseline.json"))
+    assert set(metrics["configurations"]) == {"bm25", "dense", "fused"}
+    # several candidates: the gate guards the served configuration, the candidates are compared
+    assert code == 0 and metrics["gate"]["configuration"] == "fused"
+    assert metrics["candidate"] is None
+    family = metrics["candidates"]
+    assert (family["served"], family["family"], family["correction"]) == ("fused", 2, "holm")
+    means = {n: metrics["configurations"][n]["means"]["ndcg@10"] for n in ("bm25", "dense",
+                                                                           "fused")}
+    for name in ("bm25", "dense"):
+        c = family["candidates"][name]
+        assert c["delta"] == pytest.approx(means[name] - means["fused"], abs=1e-12)
+        assert c["p_holm"] >= c["p_value"] and c["survives"] == (c["p_holm"] <= 0.05)
+        assert c["ci95"][0] <= c["delta"] <= c["ci95"][1]
+    assert family["survivors"] == [n for n in ("bm25", "dense")
+                                   if family["candidates"][n]["survives"]]
+    assert "## Candidates" in (out / "report.md").read_text()
+    assert "survive the correction:" in capsys.readouterr().out
+
+
 def test_a_dataset_of_queries_and_judgments_only_with_a_document_lookup(service, flow_env,
                                                                         tmp_path, capsys):
     import shutil
