@@ -12,7 +12,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
+from searcheval.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_TRIPPED  # noqa: F401
 
 EXIT_MEANINGS = {
     EXIT_OK: "success",

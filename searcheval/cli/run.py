@@ -23,7 +23,7 @@ from searcheval.cli.common import (
     import_project_module,
     print_results,
 )
-from searcheval.errors import InputError
+from searcheval.errors import InputError, exit_code
 
 
 def run_request(args: argparse.Namespace):
@@ -148,25 +148,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_results(done["table"], done["verdict"])
         return EXIT_OK
     exc = state.result(raise_on_failure=False)
-    if isinstance(exc, GateTripped):
-        print_results(exc.table, str(exc))
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_TRIPPED
-    if isinstance(exc, RunIncomplete):
-        print(exc.table)
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
     if isinstance(exc, InputError):
         print_refusal(exc, args.all_errors)
         raise exc
-    if args.debug:
-        import traceback
+    if isinstance(exc, GateTripped):
+        print_results(exc.table, str(exc))
+        print(f"searcheval: {exc}", file=sys.stderr)
+    elif isinstance(exc, RunIncomplete):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+    else:  # a failed database, model, backend (the flow run logged it), or a bug
+        if debugging(args):
+            import traceback
 
-        traceback.print_exception(exc, file=sys.stderr)
-    # one line, whatever the cause's message holds (psycopg's span two)
-    cause = " ".join(f"{type(exc).__name__}: {exc}".split())
-    print(f"searcheval: the run failed: {cause}", file=sys.stderr)
-    return EXIT_FAILED
+            traceback.print_exception(exc, file=sys.stderr)
+        # one line, whatever the cause's message holds (psycopg's span two)
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"searcheval: the run failed: {cause}", file=sys.stderr)
+    return exit_code(exc) or EXIT_FAILED  # the one table (searcheval.errors.EXIT_CODES)
+
+
+def debugging(args: argparse.Namespace) -> bool:
+    return bool(args.debug or os.environ.get("SEARCHEVAL_DEBUG"))
 
 
 class _ServerStop:
