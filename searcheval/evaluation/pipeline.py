@@ -479,7 +479,8 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
     rows = [{"name": name, "kind": c["kind"], "sha256": c["sha256"], "served": c["served"],
              "resolved": c, "failed_queries": failed.get(name, 0)}
             for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
-    depth = result.snapshot_depth or SNAPSHOT_DEPTH
+    # checked by the preflight (>= 1); store.snapshots refuses any other value
+    depth = SNAPSHOT_DEPTH if result.snapshot_depth is None else result.snapshot_depth
     parts = (result.metric_rows(), result.query_rows(), result.segment_rows())
     count = 1 + sum(len(part) for part in parts)
     progress.start("storing", count, "rows")

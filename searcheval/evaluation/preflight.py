@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -84,11 +84,28 @@ class RunRequest:
     alert_block: str | None = None
     judgment_rule: str = defaults.JUDGMENT_RULE
     agreement_floor: float = defaults.AGREEMENT_FLOOR
+    output: str | None = defaults.OUTPUT
+    model_path: str | None = None
+    label: str | None = None
+    snapshot_depth: int = defaults.SNAPSHOT_DEPTH
+    snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION
+    kind: str | None = None
+    allow_dirty: bool = True
     # whether a Prefect block "type/name" exists: given by the flow (the library never imports
     # Prefect); None checks the block's name only
     block_exists: Callable[[str], bool] | None = None
     environ: dict[str, str] | None = None  # None: os.environ
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict[str, Any]) -> "RunRequest":
+        """The request of a flow run's parameters (the flow's signature is this class's options,
+        tests/unit/test_run_options.py): lists as lists, whatever sequence the caller passed."""
+        options = {name: value for name, value in parameters.items() if name in OPTIONS}
+        for name in ("configurations", "metrics", "grade_scale"):
+            if options.get(name) is not None and not isinstance(options[name], str):
+                options[name] = list(options[name])
+        return cls(**options)
 
     # -- what the checks read once, shared by the checks (None when it could not be read)
 
@@ -165,6 +182,12 @@ class RunRequest:
         return not self.no_baseline
 
 
+#: The run's options: every field of RunRequest a caller sets (the rest is the preflight's own).
+OPTIONS: tuple[str, ...] = tuple(
+    f.name for f in fields(RunRequest) if not f.name.startswith("_")
+    and f.name not in ("block_exists", "environ"))
+
+
 @dataclass
 class Preflight:
     """What the preflight found: the inputs it read (for the run to use: nothing is read twice
@@ -228,6 +251,14 @@ def check_numbers(request: RunRequest) -> list[InputError]:
     problems += _whole(request.shards, "shards", 1, defaults.MAX_SHARDS)
     problems += _whole(request.embed_batch, "embed_batch", 1, defaults.MAX_EMBED_BATCH)
     problems += _whole(request.relevance_level, "relevance_level", 1, optional=True)
+    problems += _whole(request.snapshot_depth, "snapshot_depth", 1)
+    if request.snapshot_retention:
+        from searcheval.store.snapshots import parse_age
+
+        try:
+            parse_age(request.snapshot_retention)
+        except InputError as exc:
+            problems.append(InputError(exc.message, field="snapshot_retention"))
     for key in ("gain", "no_relevant", "grade_scale"):
         value = getattr(request, key)
         if value is not None:
