@@ -116,11 +116,14 @@ class RunRequest:
     def collection(self) -> Collection | None:
         if "collection" not in self._loaded:
             from searcheval.io.collection import load_collection
+            from searcheval.io.project import project_path
 
             chosen = self.dataset is not None or self.mapping is not None
             try:
+                fixtures = None if chosen or self.fixtures is None \
+                    else str(project_path(self.fixtures))  # the project's, from a subfolder
                 self._loaded["collection"] = load_collection(
-                    fixtures=None if chosen else self.fixtures, dataset=self.dataset,
+                    fixtures=fixtures, dataset=self.dataset,
                     mapping=self.mapping, split=self.split, max_queries=self.max_queries,
                     grade_map=self.grade_map, grade_scale=self.grade_scale)
             except InputError as exc:
