@@ -75,6 +75,8 @@ def run_kind() -> str:
     return "nightly" if run is not None and getattr(run, "auto_scheduled", False) else "manual"
 
 
+# The parameters are RunRequest's options (searcheval.evaluation.preflight), with the same
+# defaults and, in the docstring's Args, the same help: tests/unit/test_run_options.py.
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
     fixtures: str | None = defaults.FIXTURES,
