@@ -507,12 +507,13 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
 def save_looked_up(cur: psycopg.Cursor, result: EvaluationResult) -> None:
     """What the run's lookups returned: per configuration (the diff's titles), and as one more
     report of each document's version (staleness, the pool, the rating page)."""
+    from searcheval.judging.versions import record_versions
     from searcheval.store import documents
 
     if result.documents:
         documents.write_run_documents(cur, result.run_id, result.documents)
     if result.observed is not None and result.judgment_set:
-        documents.record_versions(cur, result.judgment_set, result.observed, result.run_id)
+        record_versions(cur, result.judgment_set, result.observed, result.run_id)
 
 
 def model_sha256(model_path: str | None = None) -> str | None:

@@ -186,7 +186,7 @@ class RunRequest:
 
     def collection(self) -> Collection | None:
         if "collection" not in self._loaded:
-            from searcheval.io.collection import load_collection
+            from searcheval.evaluation.inputs import load_collection
             from searcheval.io.project import project_path
 
             chosen = self.dataset is not None or self.mapping is not None

@@ -14,7 +14,7 @@ from datetime import datetime
 import psycopg
 from psycopg.rows import dict_row
 
-from searcheval.judging.judgments import JudgmentRow
+from searcheval.types import JudgmentRow
 from searcheval.store import sql
 
 
