@@ -86,14 +86,6 @@ class Recorded:
     conflict: dict | None = None
 
 
-def latest_grade(conn: psycopg.Connection, catalog: str, query_id: str, doc_id: str,
-                 judge: str) -> dict | None:
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql.SELECT_LATEST_JUDGMENT, {
-            "catalog": catalog, "query_id": query_id, "doc_id": doc_id, "judge": judge,
-        }).fetchone()
-
-
 def record_grade(conn: psycopg.Connection, catalog: str, row: JudgmentRow,
                  expected_id: int | None) -> Recorded:
     """One grade from the rating page, in one transaction. `expected_id` is the id of the judge's
