@@ -194,7 +194,7 @@ def add_collection(parser: argparse.ArgumentParser) -> None:
                              "searcheval.yaml may declare the conventions")
     source.add_argument("--mapping", type=Path,
                         help="a YAML mapping of columns over CSV, TSV, JSONL, Parquet files or "
-                             "SQL queries (README: Bring your own data)")
+                             "SQL queries (docs/configurations-and-backends.md)")
     parser.add_argument("--split", default=defaults.SPLIT,
                         help=f"BEIR qrels split (default {defaults.SPLIT})")
     parser.add_argument("--grade-scale", type=grade_scale_arg, metavar="LO,HI",
