@@ -66,6 +66,8 @@ def project_directory() -> Path:
     """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
     named = os.environ.get("SEARCHEVAL_PROJECT")
     return Path(named) if named else Path(__file__).resolve().parents[1]
+
+
 def run_kind() -> str:
     """`nightly` for a run its deployment's schedule created, else `manual`."""
     from prefect.context import FlowRunContext
