@@ -1,7 +1,8 @@
 """The flow boundary: expected outcomes are not bugs, so they print no traceback.
 
-A refused input (`InputError`), a tripped gate (`GateTripped`) and a missed replay threshold
-(`ThresholdsMissed`) end the flow run Failed with their message (the UI and the automations see
+A refused input (`InputError`), a tripped gate (`GateTripped`), a missed replay threshold
+(`ThresholdsMissed`), an incomplete run and a failed database, model or backend (every exception
+of the one exit-code table, `searcheval.errors.EXIT_CODES`) end the flow run Failed with their message (the UI and the automations see
 it), but Prefect's engine logs every exception a flow or task raises with its traceback
 (`Encountered exception during execution`, `Task run failed with exception`). This filter, on
 Prefect's flow-run and task-run loggers, turns those records for the expected types into one
@@ -14,15 +15,14 @@ from __future__ import annotations
 import logging
 import os
 
-from searcheval.errors import GateTripped, InputError, ThresholdsMissed
+from searcheval.errors import exit_code
 
-EXPECTED = (InputError, GateTripped, ThresholdsMissed)
 DEBUG_ENV = "SEARCHEVAL_DEBUG"
 LOGGERS = ("prefect.flow_runs", "prefect.task_runs")
 
 
 def expected_outcome(exc: BaseException | None) -> bool:
-    return isinstance(exc, EXPECTED)
+    return exc is not None and exit_code(exc) is not None
 
 
 class ExpectedOutcomes(logging.Filter):

@@ -1,9 +1,12 @@
-"""The nightly evaluation flow: wiring only; every step is a task in tasks/evaluation.py.
+"""The nightly evaluation flow: task calls over one plan (searcheval.evaluation.compose).
 
-load inputs -> validate -> seed catalog -> embed (cached, in batches) -> index
--> bm25 | dense | fused, each per query shard (concurrently) -> merge -> score -> gate -> publish
--> alert. Refused input stops the run before anything is written; a tripped gate publishes,
-alerts, and ends the flow run Failed so automations can act on it.
+plan (every input read and checked) -> judged documents -> document lookups -> judgments ->
+validate -> seed catalog -> embed (cached, in batches) -> index -> bm25 | dense | fused, each per
+query shard (concurrently) -> merge -> lookups of the results -> coverage -> score -> gate ->
+publish -> alert. Every step that touches the network or the database is a task of
+tasks/evaluation.py (retries, states and timing in the UI); the plain steps between them are
+searcheval.evaluation.compose. Refused input stops the run before anything is written; a tripped
+gate publishes, alerts, and ends the flow run Failed so automations can act on it.
 
 The embedding batches and the query shards are submitted to the task runner the settings name
 (flows/runners.py: Prefect's thread pool, or a Dask cluster); the results are the same whatever
@@ -29,30 +32,17 @@ from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import shards_share_process, task_runner_from_settings, whole
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
-from searcheval.evaluation import lookups, pipeline, provenance
+from searcheval.evaluation import compose, pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
-from searcheval.evaluation.candidates import (
-    candidate_names,
-    compare_candidates,
-    gated_configuration,
-)
+from searcheval.evaluation.compose import RunPlan
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
-from searcheval.evaluation.report import (
-    EvaluationResult,
-    console_table,
-    query_notes,
-    verdict_line,
-)
-from searcheval.io.collection import collection_hashes
-from searcheval.judging.judgments import judgment_set
-from searcheval.metrics.engine import parse_metrics
-from searcheval.rankers.configs import load_configurations
-from searcheval.rankers.registry import needs_embeddings
+from searcheval.evaluation.report import EvaluationResult, console_table, verdict_line
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event, emit_verdict_event
+from tasks.judging import label_pool
 
 boundary.install()  # refusals and a tripped gate end the run Failed without a traceback
 route_library_logs()  # the progress lines reach the console and the flow run's logs
@@ -77,6 +67,8 @@ def project_directory() -> Path:
     """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
     named = os.environ.get("SEARCHEVAL_PROJECT")
     return Path(named) if named else Path(__file__).resolve().parents[1]
+
+
 def run_kind() -> str:
     """`nightly` for a run its deployment's schedule created, else `manual`."""
     from prefect.context import FlowRunContext
@@ -86,6 +78,8 @@ def run_kind() -> str:
     return "nightly" if run is not None and getattr(run, "auto_scheduled", False) else "manual"
 
 
+# The parameters are RunRequest's options (searcheval.evaluation.preflight), with the same
+# defaults and, in the docstring's Args, the same help: tests/unit/test_run_options.py.
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
     fixtures: str | None = defaults.FIXTURES,
@@ -123,7 +117,7 @@ def nightly(
     judgment_rule: str = defaults.JUDGMENT_RULE,
     agreement_floor: float = defaults.AGREEMENT_FLOOR,
     allow_dirty: bool = True,
-    judgment_sources: str | list[str] | None = None,  # gate: which judgments count
+    judgment_sources: str | list[str] | None = None,
     judge: str | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
@@ -206,136 +200,109 @@ def nightly(
             unjudged top coverage_k after it is published; its grades count from the next
             run on, while its human audit holds. Empty: no model judge.
     """
+    request = RunRequest.from_parameters(locals())  # the parameters are the run's options
     logger = get_run_logger()
-    run_id = new_run_id()
-    started = datetime.now(timezone.utc)
-    request = RunRequest(
-        fixtures=fixtures, dataset=dataset, mapping=mapping, split=split, max_queries=max_queries,
-        grade_map=grade_map, grade_scale=grade_scale, baseline=baseline, no_baseline=no_baseline,
-        configurations=None if configurations is None else list(configurations),
-        configurations_file=configurations_file, overrides=overrides, candidate=candidate,
-        depth=depth, metrics=list(metrics),
-        tolerance=tolerance, coverage_k=coverage_k, coverage_floor=coverage_floor,
-        max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
-        embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
-        no_relevant=no_relevant, alert_block=alert_block, judgment_rule=judgment_rule,
-        agreement_floor=agreement_floor)
-    checked = t.preflight(request)
-    code = provenance.code_state(project_directory())
+    run_id, started = new_run_id(), datetime.now(timezone.utc)
     try:
-        checked.raise_for_problems()
-        if not allow_dirty:
-            provenance.refuse_dirty(code)
-        resolved = load_configurations(configurations_file, overrides)
-        selected = pipeline.with_candidate(resolved, configurations, candidate)
-        metrics = [m.name for m in parse_metrics(metrics)]  # any spelling, published as ours
-        loaded: Collection = checked.collection
-        conventions = checked.conventions
-        pipeline.check_documents(loaded, selected)
-        # the model loads (only if some text is not cached) while the inputs are validated
-        texts = pipeline.collection_texts(loaded) if needs_embeddings(selected) else []
+        plan = t.plan_run(request, str(project_directory()))
+        texts = plan.texts()  # the model loads (only if some text is not cached) meanwhile
         model_loading = t.load_model.submit(whole(texts), model_path) if texts else None
-        judged = t.judged_documents(opaque(loaded)) if lookups.any_lookup(selected) else set()
-        looked = lookups.look_up_judged(selected, resolved.served, judged)
-        collection, effective = t.judgments(opaque(loaded), judgment_rule, max_age_days,
-                                            looked.observed(),
-                                            judgment_sources)  # gate: which judgments count
-        report = t.validate(opaque(collection), max_age_days, min_per_category)
-        report = pipeline.with_judging_checks(report, collection, effective, agreement_floor)
-        report.raise_for_errors()
+        judged = t.judged_documents(opaque(plan.collection)) if plan.looks_up else set()
+        looked = t.look_up_judged(plan.selected, plan.served, judged)
+        collection, effective = t.judgments(opaque(plan.collection), judgment_rule,
+                                            max_age_days, looked.observed(), judgment_sources)
+        report = compose.checked_judgments(
+            plan, t.validate(opaque(collection), max_age_days, min_per_category),
+            collection, effective)
     except InputError as exc:
         refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
-    if checked.not_gated_reason:
-        logger.warning("gate: NOT GATED (%s)", checked.not_gated_reason)
+    if plan.not_gated_reason:
+        logger.warning("gate: NOT GATED (%s)", plan.not_gated_reason)
 
     if collection.has_catalog:
         t.seed_catalog(opaque(collection))
-    t.seed_judgments(opaque(loaded))
-    if model_loading is not None:
-        model_loading.wait()  # its errors are the embedding's own, raised there
-    if needs_embeddings(selected):  # `texts`: the documents and queries judging left unchanged
-        progress.start("embedding", len(texts), "texts")  # one report for all the batches
-        batches = [t.embed_texts.submit(whole(batch), model_path, number) for number, batch
-                   in enumerate(pipeline.text_batches(texts, embed_batch), start=1)]
-        done_batches = [b.result() for b in batches]
-        progress.finish("embedding")
-        embedded = t.index_collection(opaque(collection), opaque(texts), opaque(done_batches),
-                                      model_path)
-    else:  # nothing reads vectors (bm25, http, python, trec): no model call, no vector
-        embedded = pipeline.not_embedded(collection, model_path)
-    together = shards_share_process()  # else an http configuration's limits are cut among shards
-    parts = {c.name: pipeline.configuration_shards(c, collection.queries, embedded.query_vectors,
-                                                   shards, together=together)
-             for c in selected}
-    progress.start("searching", len(collection.queries) * len(selected), "queries")
-    futures = {c.name: [t.run_configuration.submit(c, whole(collection), whole(part),
-                                                    embedded.model, depth)
-                        for part in parts[c.name]]
-               for c in selected}
-    runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
-            for name, shard_futures in futures.items()}
-    progress.finish("searching")
-    failures = pipeline.failures_of(runs, selected, len(collection.queries))
-
-    documents = lookups.look_up_results(looked, runs, selected, collection)
-    report = lookups.lookup_staleness(report, documents, collection)
-    fresh = pipeline.fresh_collection(collection, report)
-    qrels = fresh.qrels()
-    coverage = t.coverage(opaque(runs), opaque(qrels), coverage_k,  # stale labels do not count
-                          conventions.coverage_floor,
-                          conventions.source("coverage_floor"))
-    scores = t.score(opaque(runs), opaque(fresh), opaque(qrels), tuple(metrics),
+    t.seed_judgments(opaque(plan.collection))
+    embedded = embed(plan, collection, texts, model_loading)
+    runs = search(plan, collection, embedded)
+    failures = pipeline.failures_of(runs, plan.selected, len(collection.queries))
+    documents, observed = t.look_up_results(looked, opaque(runs), plan.selected,
+                                            opaque(collection))
+    view = compose.judged_view(report, documents, collection)
+    conventions = plan.conventions
+    coverage = t.coverage(opaque(runs), opaque(view.qrels), coverage_k,  # stale labels do not count
+                          conventions.coverage_floor, conventions.source("coverage_floor"))
+    scores = t.score(opaque(runs), opaque(view.fresh), opaque(view.qrels), plan.metrics,
                      conventions.settings())
-    not_gated_reason = checked.not_gated_reason
-    if failures["incomplete"]:  # failed queries beyond what their configuration allows
-        verdict, not_gated_reason = None, pipeline.incomplete_message(failures)
-    else:
-        gated = t.gate(opaque(scores), checked.baseline, tolerance,
-                       gated_configuration(candidate),  # several candidates: the served one
+    not_gated_reason = compose.gate_or_reason(plan, failures)
+    verdict = None
+    if not failures["incomplete"]:  # an incomplete run is published, never gated
+        gated = t.gate(opaque(scores), plan.baseline, tolerance, compose.gated_name(plan),
                        dataset_of(collection),
-                       opaque(pipeline.gate_inputs(fresh, qrels, effective,  # gate: like
+                       opaque(pipeline.gate_inputs(view.fresh, view.qrels, effective,  # like
                                                    conventions.settings(), depth)),  # with like
                        return_state=True)  # Failed when it trips: the task graph shows where
         verdict = gated.result(raise_on_failure=False)
         if isinstance(verdict, BaseException):
             raise verdict
-    single = gated_configuration(candidate)
-    side_by_side = (pipeline.compare_candidate(scores, single, resolved.served)
-                    if single and single in scores and resolved.served in scores else None)
-    family = (compare_candidates(scores, [c for c in candidate_names(candidate) if c in scores],
-                                 resolved.served)
-              if candidate and resolved.served in scores else None)
-    judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
-                                       run_id, coverage, coverage_k, effective, agreement_floor,
-                                       verdict=verdict, baseline=checked.baseline,
-                                       tolerance=tolerance, candidate=candidate)
 
-    result = EvaluationResult(
-        run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
-        source=str(mapping or dataset or fixtures), input_hashes=collection_hashes(collection),
-        model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
-        coverage=coverage, embeddings=embedded.stats,
-        flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
-        conventions={**conventions.to_dict(), "depth": depth},  # gate: same depth
-        queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
-        judging=judging, not_gated_reason=not_gated_reason,
-        dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),
-        failures=failures, candidate=side_by_side, candidates=family, documents=documents,
-        observed=looked.observed(), judgment_set=judgment_set(collection),
-        cost=pipeline.costs(runs, selected, embedded, len(collection.queries)),
-        what_ran=provenance.run_record(pipeline.what_ran(resolved, selected), code,
-                                       embedded.model, pipeline.model_sha256(model_path),
-                                       collection_hashes(collection)))
-    published = t.publish(opaque(result), opaque(runs), output, opaque(qrels),
+    result = compose.evaluation_result(
+        plan, run_id=run_id, started=started, collection=collection, embedded=embedded,
+        runs=runs, view=view, scores=scores, verdict=verdict, not_gated_reason=not_gated_reason,
+        coverage=coverage, failures=failures, effective=effective, documents=documents,
+        observed=observed, flow_run_id=str(flow_run.id) if flow_run.id else None,
+        kind=run_kind())
+    published = t.publish(opaque(result), opaque(runs), output, opaque(view.qrels),
                           snapshot_retention)
     if judge:  # the model labels this run's own pool (issue 24); counted once audited
-        from tasks.judging import label_pool
-        label_pool(opaque(collection), opaque(runs), opaque(qrels), judge, configurations_file,
-                   model_path, depth=coverage_k)
+        label_pool(opaque(collection), opaque(runs), opaque(view.qrels), judge,
+                   plan.request.configurations_file, model_path, depth=coverage_k)
+    return conclude(result, published, output, alert_block)
+
+
+def embed(plan: RunPlan, collection: Collection, texts: list[str], model_loading):
+    """The texts judging left unchanged through the embedding cache, in batches (submitted to
+    the task runner), then the index; nothing at all when no configuration reads vectors."""
+    if model_loading is not None:
+        model_loading.wait()  # its errors are the embedding's own, raised there
+    model_path = plan.request.model_path
+    if not plan.embeds:  # bm25, http, python, trec: no model call, no vector
+        return pipeline.not_embedded(collection, model_path)
+    progress.start("embedding", len(texts), "texts")  # one report for all the batches
+    batches = [t.embed_texts.submit(whole(batch), model_path, number) for number, batch
+               in enumerate(pipeline.text_batches(texts, plan.request.embed_batch), start=1)]
+    done_batches = [b.result() for b in batches]
+    progress.finish("embedding")
+    return t.index_collection(opaque(collection), opaque(texts), opaque(done_batches),
+                              model_path)
+
+
+def search(plan: RunPlan, collection: Collection, embedded) -> dict:
+    """Every configuration over its query shards (submitted to the task runner), merged."""
+    together = shards_share_process()  # else an http configuration's limits are cut among shards
+    request, queries = plan.request, collection.queries
+    parts = {c.name: pipeline.configuration_shards(c, queries, embedded.query_vectors,
+                                                   request.shards, together=together)
+             for c in plan.selected}
+    progress.start("searching", len(queries) * len(plan.selected), "queries")
+    futures = {c.name: [t.run_configuration.submit(c, whole(collection), whole(part),
+                                                    embedded.model, request.depth)
+                        for part in parts[c.name]]
+               for c in plan.selected}
+    runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
+            for name, shard_futures in futures.items()}
+    progress.finish("searching")
+    return runs
+
+
+def conclude(result: EvaluationResult, published: dict, output: str | None,
+             alert_block: str | None) -> Completed:
+    """The verdict logged and emitted, the alert sent; the run ends Failed when it is incomplete
+    or its gate tripped, else Completed with the verdict as its message."""
+    run_id, verdict = result.run_id, result.gate
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
     where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
     line = verdict_line(result, where)
-    logger.info("run %s: %s", run_id, line)
+    get_run_logger().info("run %s: %s", run_id, line)
     emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows
 
     alert = alert_for(result)
@@ -350,8 +317,8 @@ def nightly(
                           + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
                                            diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)
-    if failures["incomplete"]:
-        raise RunIncomplete(pipeline.incomplete_message(failures), table)
+    if result.incomplete:
+        raise RunIncomplete(pipeline.incomplete_message(result.failures), table)
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "

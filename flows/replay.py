@@ -1,5 +1,5 @@
-"""The replay flow: score recorded production traces without re-running search. Wiring only;
-every step is a task in tasks/replay.py.
+"""The replay flow: score recorded production traces without re-running search. Task calls over
+one plan (searcheval.replay.compose); every step that reads or writes is a task in tasks/replay.py.
 
 load references -> read traces (a JSONL file, or the search_traces table) -> score (labels,
 coverage, per-segment metrics, thresholds, A/B) -> publish (history, files, artifacts) -> alert.

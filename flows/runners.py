@@ -15,7 +15,7 @@ directly (load, validate, seed, index, score, gate, publish) stay in the flow ru
 A Dask worker is a process of its own: it imports searcheval, loads the model once, lazily, and
 opens its own database connection from SEARCHEVAL_DATABASE_URL. A LocalCluster gets that URL (and
 the Prefect API URL) from `local_cluster`; the workers of an existing cluster must have them in
-their environment (README.md, "An existing Dask cluster").
+their environment (docs/scale-out.md, "An existing Dask cluster").
 
 An http configuration's `concurrency` and `rate_limit` hold across all its shards: in the thread
 pool its shards share one limiter of the process; on a cluster they cannot, so each shard owns a

@@ -31,7 +31,7 @@ _EXPORTS = {
     "load_qrels": "searcheval.io.trec",
     "load_run": ("searcheval.io.trec", "load_trec_run"),
     "write_run": "searcheval.io.frames",
-    "load_collection": "searcheval.io.collection",
+    "load_collection": "searcheval.evaluation.inputs",
     "Collection": "searcheval.types",
     "Filters": "searcheval.types",
     "Judgment": "searcheval.types",

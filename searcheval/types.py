@@ -217,3 +217,64 @@ class RankedRun:
 
     def top_ids(self, query_id: str, k: int) -> list[str]:
         return [d for d, _ in self.results.get(query_id, [])[:k]]
+
+
+@dataclass(frozen=True)
+class JudgmentRow:
+    """One row of the judgments table."""
+
+    query_id: str
+    doc_id: str
+    grade: int
+    judge: str
+    judged_at: datetime | None = None
+    source: str = "import"
+    guideline: str | None = None
+    note: str | None = None
+    content_hash: str | None = None
+    origin: str | None = None
+    id: int | None = None  # the database's, for ordering rows recorded at the same time
+    seed: bool = False
+    retracted_at: datetime | None = None
+    recorded_at: datetime | None = None
+    provenance: dict | None = None  # an implicit row's maker: click model, parameters, window
+    judge_hash: str | None = None  # a model judge's identity (judging.judges)
+    prompt_version: str | None = None
+    rationale: str | None = None
+
+    def to_dict(self) -> dict:
+        out = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
+               "judge": self.judge,
+               "judged_at": self.judged_at.isoformat() if self.judged_at else None,
+               "source": self.source, "guideline": self.guideline, "note": self.note}
+        if self.provenance is not None:
+            out["provenance"] = self.provenance
+        if self.judge_hash is not None:
+            out.update(judge_hash=self.judge_hash, prompt_version=self.prompt_version,
+                       rationale=self.rationale, content_hash=self.content_hash)
+        return out
+
+
+@dataclass(frozen=True)
+class Version:
+    """One span of equal answers of the lookup about one document."""
+
+    version: int
+    content_hash: str | None  # None: the lookup said the document is gone
+    first_seen: datetime
+    last_seen: datetime
+    title: str | None = None
+    text: str | None = None
+
+    @property
+    def gone(self) -> bool:
+        return self.content_hash is None
+
+
+@dataclass
+class Observed:
+    """What one run's lookups reported (`evaluation.lookups`): per document its content hash,
+    title and text, or None when it is gone; `at` is when the run looked."""
+
+    at: datetime
+    documents: dict[str, dict | None] = field(default_factory=dict)

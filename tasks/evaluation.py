@@ -23,14 +23,15 @@ from prefect.states import Failed
 
 from searcheval import __version__
 from searcheval.errors import AlertDeliveryError, InputError
-from searcheval.evaluation import pipeline, provenance
+from searcheval.evaluation import compose, lookups, pipeline, provenance
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
-from searcheval.evaluation.preflight import Preflight, Refused, RunRequest
-from searcheval.evaluation.preflight import preflight as run_preflight
+from searcheval.evaluation.compose import RunPlan
+from searcheval.evaluation.lookups import Lookups
+from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
 from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
-from searcheval.io.collection import collection_hashes, load_collection
+from searcheval.io.collection import collection_hashes
 from searcheval.judging.judgments import Effective, parse_rule
 from searcheval.judging.source import judged_documents as source_judged_documents
 from searcheval.judging.source import preview_judgments, seed_collection_judgments
@@ -87,11 +88,12 @@ def block_exists(name: str) -> bool:
 
 
 @task(cache_policy=NO_CACHE)
-def preflight(request: RunRequest) -> Preflight:
-    """Every input checked before any work (searcheval.evaluation.preflight); never raises for
-    bad input: the flow decides what a refusal does (alert or not) and raises it."""
+def plan_run(request: RunRequest, project: str) -> RunPlan:
+    """Every input read and checked before any work (searcheval.evaluation.preflight), and the
+    run's plan (searcheval.evaluation.compose); a refusal is raised with every problem found, and
+    the flow decides what it does (alert or not)."""
     request.block_exists = block_exists
-    return run_preflight(request)
+    return compose.plan_run(request, project)
 
 
 @task(cache_policy=NO_CACHE)
@@ -106,21 +108,30 @@ def record_refusal(refused: Refused, scheduled: bool) -> None:
                              key=REFUSAL_ARTIFACT, description=refused.summary()[:500])
 
 
-@task(cache_policy=NO_CACHE)
-def load_inputs(fixtures: str | None, dataset: str | None, split: str,
-                max_queries: int | None, mapping: str | None = None,
-                grade_map: dict[str, int] | None = None,
-                grade_scale: list[int] | None = None) -> Collection:
-    return load_collection(fixtures=fixtures, dataset=dataset, mapping=mapping, split=split,
-                           max_queries=max_queries, grade_map=grade_map, grade_scale=grade_scale)
-
-
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def judged_documents(collection: Collection) -> set[str]:
     """The documents a golden query has a judgment of: what the document lookups are asked for
     before the judgments are read."""
     with open_database() as conn:
         return source_judged_documents(conn, collection)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def look_up_judged(configurations: list[Configuration], served: str | None,
+                   judged: set[str]) -> Lookups:
+    """The judged documents asked of every document lookup of the run (HTTP), before the
+    judgments are read: their grades then leave out what changed or is gone."""
+    return lookups.look_up_judged(configurations, served, judged)
+
+
+@task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
+def look_up_results(looked: Lookups, runs: dict[str, RankedRun],
+                    configurations: list[Configuration],
+                    collection: Collection) -> tuple[dict, Observed]:
+    """The top results of every query asked of the lookups (HTTP): per configuration what the
+    report shows, and what the run observed of each document (kept as versions)."""
+    documents = lookups.look_up_results(looked, runs, configurations, collection)
+    return documents, looked.observed()
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

@@ -187,7 +187,7 @@ settings:
 
 def measure(kind: str, directory: Path) -> dict:
     """Load the dataset with one loader (in this process) and say how long and how much memory."""
-    from searcheval.io.collection import load_collection
+    from searcheval.evaluation.inputs import load_collection
 
     if kind == "pandas.read_csv":
         import pandas as pd

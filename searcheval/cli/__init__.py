@@ -2,7 +2,9 @@
 its parser and a `cmd_*` handler. Bad input prints one line and exits 2.
 
 Exit codes: 0 success / gate passed, 1 gate tripped or threshold missed, 2 refused input,
-3 the run failed for another reason (database, model: see the log).
+3 the run failed for another reason (database, model, backend). One table for every command
+(`searcheval.errors.EXIT_CODES`), applied here in `main`: an expected outcome prints one line on
+stderr and no traceback, unless `--debug` (every command takes it).
 
 The CLI is the only library code that imports the project's `flows/` (lazily, from the project
 folder: `common.import_project_module`).
@@ -10,6 +12,7 @@ folder: `common.import_project_module`).
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from typing import Callable, Sequence
@@ -35,7 +38,7 @@ from searcheval.cli.serve import add_serve
 from searcheval.cli.tune import add_tune
 from searcheval.cli.ui import add_ui
 from searcheval.cli.validate import add_validate
-from searcheval.errors import InputError
+from searcheval.errors import InputError, exit_code
 
 COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
                             add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
@@ -47,7 +50,26 @@ def build_parser() -> Parser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
     for add in COMMANDS:
         add(sub)
+    add_debug(parser)
     return parser
+
+
+def add_debug(parser: argparse.ArgumentParser) -> None:
+    """`--debug` on every command that lacks it: tracebacks for every failure. SUPPRESS as the
+    default, so a subcommand's parser never resets what its parent's flag set."""
+    own = any("--debug" in action.option_strings for action in parser._actions)
+    if not own and parser.prog != "searcheval":
+        parser.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
+                            help="print the traceback of a failure (refusals and database "
+                                 "failures too)")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                add_debug(child)
+
+
+def debugging(args: argparse.Namespace) -> bool:
+    return bool(getattr(args, "debug", False))
 
 
 def quiet_defaults(environ=os.environ) -> None:
@@ -64,16 +86,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.handler(args)
-    except InputError as exc:
-        if getattr(args, "debug", False):
-            import traceback
-
-            traceback.print_exception(exc, file=sys.stderr)
-        print(refusal_line(exc, option_flags(parser)), file=sys.stderr)  # the last line
-        return EXIT_REFUSED
     except BrokenPipeError:  # `searcheval ... | head`: the reader had enough; stop quietly
         closed_stdout()
         return EXIT_OK
+    except Exception as exc:  # noqa: BLE001 - mapped by the one table, or re-raised (a bug)
+        code = exit_code(exc)
+        if code is None:
+            raise
+        if debugging(args):
+            import traceback
+
+            traceback.print_exception(exc, file=sys.stderr)
+        print(outcome_line(exc, parser), file=sys.stderr)  # the last line
+        return code
+
+
+def outcome_line(exc: BaseException, parser: argparse.ArgumentParser) -> str:
+    """The one line an expected outcome prints: a refusal names the option's flag; any other
+    failure its type and message on one line (psycopg's messages span two)."""
+    if isinstance(exc, InputError):
+        return refusal_line(exc, option_flags(parser))
+    ours = type(exc).__module__.startswith("searcheval")
+    text = str(exc) if ours else f"{type(exc).__name__}: {exc}"
+    return f"searcheval: {' '.join(text.split())}"
 
 
 if __name__ == "__main__":

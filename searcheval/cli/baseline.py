@@ -30,6 +30,7 @@ from searcheval.cli.common import (
     epilog,
 )
 from searcheval.errors import InputError
+from searcheval.io.project import project_path
 
 
 def _who(args: argparse.Namespace) -> str:
@@ -64,7 +65,7 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
     from searcheval.evaluation.history import baseline_from_output, baseline_from_run
 
     named = args.baseline is not None
-    path = args.baseline if named else Path(defaults.BASELINE)
+    path = args.baseline if named else project_path(defaults.BASELINE)
 
     def made(previous):
         provenance = Provenance(created_by=_who(args), reason=args.reason,

@@ -12,7 +12,7 @@ import sys
 from contextlib import contextmanager
 from pathlib import Path
 
-EXIT_OK, EXIT_TRIPPED, EXIT_REFUSED, EXIT_FAILED = 0, 1, 2, 3
+from searcheval.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_TRIPPED  # noqa: F401
 
 EXIT_MEANINGS = {
     EXIT_OK: "success",
@@ -194,7 +194,7 @@ def add_collection(parser: argparse.ArgumentParser) -> None:
                              "searcheval.yaml may declare the conventions")
     source.add_argument("--mapping", type=Path,
                         help="a YAML mapping of columns over CSV, TSV, JSONL, Parquet files or "
-                             "SQL queries (README: Bring your own data)")
+                             "SQL queries (docs/configurations-and-backends.md)")
     parser.add_argument("--split", default=defaults.SPLIT,
                         help=f"BEIR qrels split (default {defaults.SPLIT})")
     parser.add_argument("--grade-scale", type=grade_scale_arg, metavar="LO,HI",

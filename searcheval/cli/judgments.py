@@ -22,7 +22,7 @@ def judgment_set(collection) -> str:
 
 
 def _collection(args):
-    from searcheval.io.collection import load_collection
+    from searcheval.evaluation.inputs import load_collection
 
     return load_collection(**collection_arguments(args))
 

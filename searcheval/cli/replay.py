@@ -18,7 +18,6 @@ flow's tasks call), searcheval.replay.report and searcheval.store.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from searcheval import defaults
@@ -34,7 +33,7 @@ from searcheval.cli.common import (
     epilog,
     print_json,
 )
-from searcheval.errors import DatabaseError, InputError
+from searcheval.errors import InputError
 
 DEFAULT_METRICS = ",".join(defaults.REPLAY_METRICS)
 
@@ -113,18 +112,14 @@ def cmd_replay(args: argparse.Namespace) -> int:
         max_grade=args.max_grade, max_bad_share=args.max_bad_share,
         permutations=args.permutations, seed=args.seed, ab_max_losses=args.ab_max_losses)
     references = compose.load_references(plan)
-    try:
-        if plan.from_db:
-            from searcheval.store.database import open_database
+    if plan.from_db:  # a DatabaseError exits 3 (searcheval.errors.EXIT_CODES)
+        from searcheval.store.database import open_database
 
-            with open_database(args.database_url) as conn:
-                table, table_b = compose.read_db_traces(plan, conn), None
-        else:
-            table = compose.read_file_traces(plan, plan.traces)
-            table_b = compose.read_file_traces(plan, plan.traces_b) if plan.traces_b else None
-    except DatabaseError as exc:
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+        with open_database(args.database_url) as conn:
+            table, table_b = compose.read_db_traces(plan, conn), None
+    else:
+        table = compose.read_file_traces(plan, plan.traces)
+        table_b = compose.read_file_traces(plan, plan.traces_b) if plan.traces_b else None
     report = compose.score(plan, table, table_b, references)
     if args.output is not None:
         write_replay_outputs(report, args.output, per_trace=args.per_trace)
@@ -161,25 +156,19 @@ def add_traces(sub) -> None:
 
 
 def cmd_traces_load(args: argparse.Namespace) -> int:
-    from searcheval.errors import DatabaseError
     from searcheval.store import ingest_traces
     from searcheval.store.database import open_database
 
     if args.max_grade < 1:
         raise InputError(f"expected a top grade >= 1, got {args.max_grade}", field="max_grade")
-    try:
-        with open_database(args.database_url) as conn:
-            if args.ubi or args.ubi_events:
-                from searcheval.io.ubi import ingest_ubi
+    with open_database(args.database_url) as conn:  # a DatabaseError exits 3 (errors.EXIT_CODES)
+        if args.ubi or args.ubi_events:
+            from searcheval.io.ubi import ingest_ubi
 
-                counts = ingest_ubi(conn, args.file, args.ubi_events,
-                                    grade_scale=(0, args.max_grade))
-            else:
-                counts = ingest_traces(conn, args.file, grade_scale=(0, args.max_grade),
-                                       max_bad_share=args.max_bad_share)
-    except DatabaseError as exc:
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_FAILED
+            counts = ingest_ubi(conn, args.file, args.ubi_events, grade_scale=(0, args.max_grade))
+        else:
+            counts = ingest_traces(conn, args.file, grade_scale=(0, args.max_grade),
+                                   max_bad_share=args.max_bad_share)
     if args.format == "json":
         print_json(counts)
         return EXIT_OK

@@ -23,48 +23,49 @@ from searcheval.cli.common import (
     import_project_module,
     print_results,
 )
-from searcheval.errors import InputError
+from searcheval.errors import InputError, exit_code
+
+
+#: the run's options (evaluation.preflight.RunRequest) the command line has no flag for, and why;
+#: every other option is the flag of its name (`overrides`: --set). tests/unit/test_run_options.py
+#: holds them together.
+WITHOUT_FLAG = {
+    "depth": "the depth of every configuration is the gate's: a flow parameter only",
+    "metrics": "the reported metrics: a flow parameter (the Run form's choices)",
+    "coverage_k": "a flow parameter, set per deployment",
+    "max_age_days": "a flow parameter, set per deployment (the dataset's settings otherwise)",
+    "model_path": "a flow parameter, set per deployment",
+    "snapshot_retention": "a flow parameter; `searcheval history prune --older-than` by hand",
+    "kind": "told by how the run started (its schedule, by hand, a candidate)",
+    "allow_dirty": "the scheduled deployment sets it false; a run by hand may be dirty",
+}
 
 
 def run_request(args: argparse.Namespace):
-    """The run the flags ask for, as the preflight checks it (and the flow's parameters)."""
-    from searcheval.evaluation.preflight import RunRequest
-
-    request = RunRequest(**collection_arguments(args), max_queries=args.max_queries,
-                         gain=args.gain, relevance_level=args.relevance_level,
-                         no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
-                         baseline=str(args.baseline), no_baseline=args.no_baseline,
-                         tolerance=args.tolerance, alert_block=args.alert_block,
-                         min_per_category=args.min_per_category, shards=args.shards,
-                         embed_batch=args.embed_batch, judgment_rule=args.judgment_rule,
-                         agreement_floor=args.agreement_floor)
-    if args.configurations is not None:
-        request.configurations = [c.strip() for c in args.configurations.split(",")]
+    """The run the flags ask for, as the preflight checks it (and the flow's parameters): each
+    option from the flag of its name (RunRequest is the one list of them)."""
+    from searcheval.evaluation.preflight import OPTIONS, RunRequest
     from searcheval.rankers.configs import parse_assignment
 
-    request.configurations_file = str(args.configurations_file)
-    request.overrides = dict(parse_assignment(text) for text in args.set or []) or None
-    request.candidate = args.candidate
-    if getattr(args, "judgment_sources", None) is not None:  # refused before anything runs
+    given = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
+    given.update(collection_arguments(args))  # fixtures, dataset, mapping as the flow takes them
+    if args.configurations is not None:
+        given["configurations"] = [c.strip() for c in args.configurations.split(",")]
+    given["overrides"] = dict(parse_assignment(text) for text in args.set or []) or None
+    for name in ("baseline", "configurations_file", "output"):
+        given[name] = None if given[name] is None else str(given[name])
+    if given.get("judgment_sources") is not None:  # refused before anything runs
         from searcheval.io.settings import check_judgment_sources
 
-        check_judgment_sources(args.judgment_sources)
-    return request
+        check_judgment_sources(given["judgment_sources"])
+    return RunRequest(**given)
 
 
 def flow_parameters(request, args: argparse.Namespace) -> dict:
-    params = {name: getattr(request, name) for name in (
-        "fixtures", "dataset", "mapping", "split", "max_queries", "grade_map", "grade_scale",
-        "baseline", "no_baseline", "configurations", "tolerance", "coverage_floor",
-        "min_per_category", "shards", "embed_batch", "gain", "relevance_level", "no_relevant",
-        "alert_block", "judgment_rule", "agreement_floor", "configurations_file", "overrides",
-        "candidate")}
-    if request.dataset is not None or request.mapping is not None:
-        params["fixtures"] = None
-    if getattr(args, "judgment_sources", None) is not None:
-        params["judgment_sources"] = args.judgment_sources
-    extra = {"judge": args.judge} if getattr(args, "judge", None) else {}
-    return {**params, "output": str(args.output), "label": args.label, **extra}
+    """The flow's parameters of `request`: the options the command line has a flag for."""
+    from searcheval.evaluation.preflight import OPTIONS
+
+    return {name: getattr(request, name) for name in OPTIONS if name not in WITHOUT_FLAG}
 
 
 def check_run(args: argparse.Namespace):
@@ -146,7 +147,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from searcheval.errors import GateTripped, RunIncomplete
 
     params = flow_parameters(request, args)
-    params["snapshot_depth"] = args.snapshot_depth
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
@@ -159,25 +159,28 @@ def cmd_run(args: argparse.Namespace) -> int:
         print_results(done["table"], done["verdict"])
         return EXIT_OK
     exc = state.result(raise_on_failure=False)
-    if isinstance(exc, GateTripped):
-        print_results(exc.table, str(exc))
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_TRIPPED
-    if isinstance(exc, RunIncomplete):  # published, marked incomplete, alerted: exit 3
-        print_results(exc.table)
-        print(f"searcheval: {exc}", file=sys.stderr)
-        return EXIT_FAILED
     if isinstance(exc, InputError):
         print_refusal(exc, args.all_errors)
         raise exc
-    if args.debug:
-        import traceback
+    if isinstance(exc, GateTripped):
+        print_results(exc.table, str(exc))
+        print(f"searcheval: {exc}", file=sys.stderr)
+    elif isinstance(exc, RunIncomplete):
+        print(exc.table)
+        print(f"searcheval: {exc}", file=sys.stderr)
+    else:  # a failed database, model, backend (the flow run logged it), or a bug
+        if debugging(args):
+            import traceback
 
-        traceback.print_exception(exc, file=sys.stderr)
-    # one line, whatever the cause's message holds (psycopg's span two)
-    cause = " ".join(f"{type(exc).__name__}: {exc}".split())
-    print(f"searcheval: the run failed: {cause}", file=sys.stderr)
-    return EXIT_FAILED
+            traceback.print_exception(exc, file=sys.stderr)
+        # one line, whatever the cause's message holds (psycopg's span two)
+        cause = " ".join(f"{type(exc).__name__}: {exc}".split())
+        print(f"searcheval: the run failed: {cause}", file=sys.stderr)
+    return exit_code(exc) or EXIT_FAILED  # the one table (searcheval.errors.EXIT_CODES)
+
+
+def debugging(args: argparse.Namespace) -> bool:
+    return bool(args.debug or os.environ.get("SEARCHEVAL_DEBUG"))
 
 
 class _ServerStop:

@@ -10,7 +10,7 @@ from searcheval.cli.common import EXIT_OK, add_collection, collection_arguments,
 
 def cmd_validate(args: argparse.Namespace) -> int:
     from searcheval.evaluation.validation import validate_collection
-    from searcheval.io.collection import load_collection
+    from searcheval.evaluation.inputs import load_collection
 
     collection = load_collection(**collection_arguments(args))
     report = validate_collection(collection, max_age_days=args.max_age_days)

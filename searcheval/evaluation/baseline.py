@@ -115,7 +115,11 @@ def _per_query(raw: Any, path: Path) -> dict[str, dict[str, float | None]]:
 
 
 def load_baseline(path: str | Path) -> Baseline:
-    path = Path(path)
+    from searcheval.io.project import missing, project_path
+
+    given, path = path, project_path(path)  # the project's, from any of its subfolders
+    if not path.exists():
+        raise InputError(missing("file not found", given), file=given)
     data, _ = read_json(path)
     if not isinstance(data, dict):
         raise InputError("expected a JSON object", file=path)
@@ -455,11 +459,14 @@ def select_baseline(path: str | Path, dataset: str | None) -> tuple[Baseline | N
     purpose that is another dataset's is refused: a run is never gated against it. A missing
     `path` is refused by `load_baseline`."""
     from searcheval.defaults import BASELINE
+    from searcheval.io.project import project_path
 
+    named = str(path) != BASELINE  # the default is the project's baseline.json
+    path = project_path(path)
     baseline = load_baseline(path)
     if baseline.dataset is None or dataset is None or baseline.dataset == dataset:
         return baseline, None
-    if str(path) != BASELINE:
+    if named:
         raise InputError(f"the baseline is of dataset {baseline.dataset!r}, this run of "
                          f"{dataset!r}: gate it against its own baseline "
                          f"({dataset_baseline_path(path, dataset)}) or run with --no-baseline",

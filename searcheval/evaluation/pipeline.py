@@ -651,7 +651,8 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
     rows = [{"name": name, "kind": c["kind"], "sha256": c["sha256"], "served": c["served"],
              "resolved": c, "failed_queries": failed.get(name, 0)}
             for name, c in ((result.what_ran or {}).get("configurations") or {}).items()]
-    depth = result.snapshot_depth or SNAPSHOT_DEPTH
+    # checked by the preflight (>= 1); store.snapshots refuses any other value
+    depth = SNAPSHOT_DEPTH if result.snapshot_depth is None else result.snapshot_depth
     parts = (result.metric_rows(), result.query_rows(), result.segment_rows())
     count = 1 + sum(len(part) for part in parts)
     progress.start("storing", count, "rows")
@@ -678,12 +679,13 @@ def publish_history(conn: psycopg.Connection, result: EvaluationResult,
 def save_looked_up(cur: psycopg.Cursor, result: EvaluationResult) -> None:
     """What the run's lookups returned: per configuration (the diff's titles), and as one more
     report of each document's version (staleness, the pool, the rating page)."""
+    from searcheval.judging.versions import record_versions
     from searcheval.store import documents
 
     if result.documents:
         documents.write_run_documents(cur, result.run_id, result.documents)
     if result.observed is not None and result.judgment_set:
-        documents.record_versions(cur, result.judgment_set, result.observed, result.run_id)
+        record_versions(cur, result.judgment_set, result.observed, result.run_id)
 
 
 def model_sha256(model_path: str | None = None) -> str | None:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -52,43 +52,140 @@ class Refused(InputError):
         return [str(p) for p in self.problems]
 
 
+def option(default: Any = None, *, help: str, whole: tuple[int, int | None] | None = None,
+           factory: Callable[[], Any] | None = None):
+    """One option of a run: its default, its help (the flow's docstring says the same: the
+    Prefect Run form shows it) and, for a whole number, its range (checked by `check_numbers`)."""
+    metadata = {"help": help, "whole": whole}
+    if factory is not None:
+        return field(default_factory=factory, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
 @dataclass
 class RunRequest:
-    """What one nightly run was asked to do: the flow's parameters (and the CLI's flags)."""
+    """What one nightly run was asked to do: the one declaration of each option, its default,
+    range and help. The nightly flow's signature and docstring, the `searcheval run` flags and
+    deploy/prefect.yaml's parameters are tied to it by tests/unit/test_run_options.py."""
 
-    fixtures: str | None = defaults.FIXTURES
-    dataset: str | None = None
-    mapping: str | None = None
-    split: str = defaults.SPLIT
-    max_queries: int | None = None
-    grade_map: dict[str, int] | None = None
-    grade_scale: list[int] | None = None
-    baseline: str | None = defaults.BASELINE
-    no_baseline: bool = False
-    configurations: list[str] | None = None  # names of the configurations file (None: its `run`)
-    configurations_file: str = defaults.CONFIGURATIONS_FILE
-    overrides: dict[str, Any] | None = None  # {"fused.rrf_k": 20}
-    candidate: str | None = None  # an entry gated beside the served one
-    depth: int = defaults.DEPTH
-    metrics: list[str] = field(default_factory=lambda: list(defaults.REPORT_METRICS))
-    tolerance: float | None = None
-    coverage_k: int = defaults.COVERAGE_K
-    coverage_floor: float | None = None
-    max_age_days: int | None = defaults.MAX_AGE_DAYS
-    min_per_category: int = defaults.MIN_PER_CATEGORY
-    shards: int = defaults.SHARDS
-    embed_batch: int = defaults.EMBED_BATCH
-    gain: str | None = None
-    relevance_level: int | None = None
-    no_relevant: str | None = None
-    alert_block: str | None = None
-    judgment_rule: str = defaults.JUDGMENT_RULE
-    agreement_floor: float = defaults.AGREEMENT_FLOOR
+    fixtures: str | None = option(defaults.FIXTURES, help=(
+        "Folder of the seed fixtures (catalog.json, golden_queries.json, "
+        "judgments.csv), relative to the project folder; ignored when dataset or "
+        "mapping is set."))
+    dataset: str | None = option(None, help=(
+        "A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures' "
+        "layout, told by its files."))
+    mapping: str | None = option(None, help=(
+        "A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL "
+        "queries, instead of the fixtures."))
+    split: str = option(defaults.SPLIT, help=(
+        "The BEIR qrels split to judge with (qrels/<split>.tsv)."))
+    max_queries: int | None = option(None, whole=(1, None), help=(
+        "Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty "
+        "for all."))
+    grade_map: dict[str, int] | None = option(None, help=(
+        'Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0}; '
+        "empty for the dataset's setting."))
+    grade_scale: list[int] | None = option(None, help=(
+        "The grades a judgment may have, as [lowest, highest]; empty for the "
+        "dataset's setting."))
+    baseline: str | None = option(defaults.BASELINE, help=(
+        "The reviewed baseline.json the gate compares the served configuration "
+        "with."))
+    no_baseline: bool = option(False, help=(
+        "Run without a gate on purpose (the run says NOT GATED and why)."))
+    configurations: list[str] | None = option(None, help=(
+        "Entries of configurations_file to run; empty for the file's `run` list."))
+    configurations_file: str = option(defaults.CONFIGURATIONS_FILE, help=(
+        "The configurations file (YAML) naming each configuration's kind and "
+        "parameters, and the one production serves."))
+    overrides: dict[str, Any] | None = option(None, help=(
+        'Parameters changed for this run, e.g. {"fused.rrf_k": 20} or {"bm25": '
+        '{"b": 0.5}} (an overridden configuration has a hash of its own).'))
+    candidate: str | None = option(None, help=(
+        "An entry evaluated beside the served one on the same queries: it is the "
+        "one gated, and the queries it made better and worse are listed. Several, comma "
+        "separated: each compared with the served one (Holm's correction), which is gated."))
+    depth: int = option(defaults.DEPTH, whole=(1, defaults.MAX_DEPTH), help=(
+        "How many results each configuration returns per query."))
+    metrics: list[str] = option(factory=lambda: list(defaults.REPORT_METRICS), help=(
+        "The metrics to score and report."))
+    tolerance: float | None = option(None, help=(
+        "The largest drop of a gated metric that still passes; empty for the "
+        "baseline's own tolerance."))
+    coverage_k: int = option(defaults.COVERAGE_K, whole=(1, defaults.MAX_DEPTH), help=(
+        "Depth at which the judged share of each configuration's results is "
+        "measured."))
+    coverage_floor: float | None = option(None, help=(
+        "Judged share of the top coverage_k below which the run alerts; empty for "
+        "the dataset's setting, else the default."))
+    max_age_days: int | None = option(defaults.MAX_AGE_DAYS, whole=(0, defaults.MAX_AGE_LIMIT_DAYS), help=(
+        "Judgments older than this many days are stale and left out of scoring; "
+        "empty for no limit."))
+    min_per_category: int = option(defaults.MIN_PER_CATEGORY, whole=(0, None), help=(
+        "Fewest golden queries a query category may have."))
+    shards: int = option(defaults.SHARDS, whole=(1, defaults.MAX_SHARDS), help=(
+        "Query shards per configuration, run concurrently."))
+    embed_batch: int = option(defaults.EMBED_BATCH, whole=(1, defaults.MAX_EMBED_BATCH), help=(
+        "Texts per embedding task."))
+    gain: str | None = option(None, help=(
+        "Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g, "
+        "trec_eval's); empty for the dataset's setting."))
+    relevance_level: int | None = option(None, whole=(1, None), help=(
+        "Lowest grade that counts as relevant for MRR, precision, recall and MAP; "
+        "empty for the dataset's setting."))
+    no_relevant: str | None = option(None, help=(
+        "nDCG and recall of a query without a relevant judgment: one, zero, or skip "
+        "it; empty for the dataset's setting."))
+    alert_block: str | None = option(None, help=(
+        "A Prefect notification block to alert through, as 'type/name'."))
+    judgment_rule: str = option(defaults.JUDGMENT_RULE, help=(
+        "How the grades of several judges of one result combine: median, majority, "
+        "or judge:NAME (that judge's grade)."))
+    agreement_floor: float = option(defaults.AGREEMENT_FLOOR, help=(
+        "Judges' agreement (Krippendorff's alpha, ordinal) below which the run "
+        "alerts."))
+    output: str | None = option(defaults.OUTPUT, help=(
+        "Folder for metrics.json, report.md, per_query.csv and runs/; empty to "
+        "publish to the database and the artifacts only."))
+    model_path: str | None = option(None, help=(
+        "A sentence-transformers model folder instead of all-MiniLM-L6-v2."))
+    label: str | None = option(None, help=(
+        "A label for this run, e.g. the ranking version (shown in the report and "
+        "the alerts)."))
+    snapshot_depth: int = option(defaults.SNAPSHOT_DEPTH, whole=(1, None), help=(
+        "Ranks of each configuration's list kept in Postgres for diffs."))
+    snapshot_retention: str | None = option(defaults.SNAPSHOT_RETENTION, help=(
+        "Snapshots older than this (e.g. 90d) are pruned; empty keeps them all."))
+    kind: str | None = option(None, help=(
+        "What started the run (nightly, manual, candidate); empty for nightly when "
+        "its schedule created it, else manual."))
+    allow_dirty: bool = option(True, help=(
+        "Run from a working tree with uncommitted changes (false for the scheduled "
+        "deployment, so the nightly always measures a commit)."))
+    judgment_sources: str | list[str] | None = option(None, help=(
+        "Which judgments count: dataset (the dataset's own qrels only), all, or the "
+        "sources counted beside them (human, import, model); empty for the dataset's "
+        "setting, else dataset for a benchmark's qrels and all otherwise."))
+    judge: str | None = option(None, help=(
+        "A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's "
+        "unjudged top coverage_k after it is published; its grades count from the next "
+        "run on, while its human audit holds. Empty: no model judge."))
     # whether a Prefect block "type/name" exists: given by the flow (the library never imports
     # Prefect); None checks the block's name only
     block_exists: Callable[[str], bool] | None = None
     environ: dict[str, str] | None = None  # None: os.environ
     _loaded: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def from_parameters(cls, parameters: dict[str, Any]) -> "RunRequest":
+        """The request of a flow run's parameters (the flow's signature is this class's options,
+        tests/unit/test_run_options.py): lists as lists, whatever sequence the caller passed."""
+        options = {name: value for name, value in parameters.items() if name in OPTIONS}
+        for name in ("configurations", "metrics", "grade_scale"):
+            if options.get(name) is not None and not isinstance(options[name], str):
+                options[name] = list(options[name])
+        return cls(**options)
 
     # -- what the checks read once, shared by the checks (None when it could not be read)
 
@@ -98,12 +195,15 @@ class RunRequest:
 
     def collection(self) -> Collection | None:
         if "collection" not in self._loaded:
-            from searcheval.io.collection import load_collection
+            from searcheval.evaluation.inputs import load_collection
+            from searcheval.io.project import project_path
 
             chosen = self.dataset is not None or self.mapping is not None
             try:
+                fixtures = None if chosen or self.fixtures is None \
+                    else str(project_path(self.fixtures))  # the project's, from a subfolder
                 self._loaded["collection"] = load_collection(
-                    fixtures=None if chosen else self.fixtures, dataset=self.dataset,
+                    fixtures=fixtures, dataset=self.dataset,
                     mapping=self.mapping, split=self.split, max_queries=self.max_queries,
                     grade_map=self.grade_map, grade_scale=self.grade_scale)
             except InputError as exc:
@@ -165,6 +265,12 @@ class RunRequest:
         return not self.no_baseline
 
 
+#: The run's options: every field of RunRequest a caller sets (the rest is the preflight's own).
+OPTIONS: tuple[str, ...] = tuple(
+    f.name for f in fields(RunRequest) if not f.name.startswith("_")
+    and f.name not in ("block_exists", "environ"))
+
+
 @dataclass
 class Preflight:
     """What the preflight found: the inputs it read (for the run to use: nothing is read twice
@@ -210,7 +316,8 @@ def _share(value: Any, name: str, *, optional: bool = True) -> list[InputError]:
 
 
 def check_numbers(request: RunRequest) -> list[InputError]:
-    """Every numeric option finite and in range; tolerance finite and >= 0."""
+    """Every numeric option finite and in range (a whole number's range is its option's, in
+    RunRequest); tolerance finite and >= 0."""
     problems: list[InputError] = []
     tol = request.tolerance
     if tol is not None and (isinstance(tol, bool) or not isinstance(tol, (int, float))
@@ -219,15 +326,18 @@ def check_numbers(request: RunRequest) -> list[InputError]:
             f"expected a finite tolerance between 0 and {defaults.MAX_TOLERANCE:g} (an absolute "
             f"drop of a metric in [0, 1]), got {tol!r}", field="tolerance"))
     problems += _share(request.coverage_floor, "coverage_floor")
-    problems += _whole(request.max_queries, "max_queries", 1, optional=True)
-    problems += _whole(request.depth, "depth", 1, defaults.MAX_DEPTH)
-    problems += _whole(request.coverage_k, "coverage_k", 1, defaults.MAX_DEPTH)
-    problems += _whole(request.max_age_days, "max_age_days", 0, defaults.MAX_AGE_LIMIT_DAYS,
-                       optional=True)
-    problems += _whole(request.min_per_category, "min_per_category", 0)
-    problems += _whole(request.shards, "shards", 1, defaults.MAX_SHARDS)
-    problems += _whole(request.embed_batch, "embed_batch", 1, defaults.MAX_EMBED_BATCH)
-    problems += _whole(request.relevance_level, "relevance_level", 1, optional=True)
+    for option in fields(RunRequest):  # each whole number in the range its option declares
+        if option.metadata.get("whole"):
+            lo, hi = option.metadata["whole"]
+            problems += _whole(getattr(request, option.name), option.name, lo, hi,
+                               optional="None" in str(option.type))
+    if request.snapshot_retention:
+        from searcheval.store.snapshots import parse_age
+
+        try:
+            parse_age(request.snapshot_retention)
+        except InputError as exc:
+            problems.append(InputError(exc.message, field="snapshot_retention"))
     for key in ("gain", "no_relevant", "grade_scale"):
         value = getattr(request, key)
         if value is not None:

@@ -275,8 +275,16 @@ def verdict_line(result: EvaluationResult, report: str | None) -> str:
 
 
 def markdown_report(result: EvaluationResult) -> str:
+    """report.md: each section of `REPORT_SECTIONS` in order (a section with nothing to say
+    writes nothing)."""
     out = io.StringIO()
-    w = out.write
+    for section in REPORT_SECTIONS:
+        section(out.write, result)
+    return out.getvalue()
+
+
+def _report_header(w, result: EvaluationResult) -> None:
+    """The run, its source, model, embeddings and the gate's verdict."""
     gate = result.gate
     w(f"# searcheval run {result.run_id}\n\n")
     w(f"- source: `{result.source}`\n- started: {result.started_at.isoformat(timespec='seconds')}\n")
@@ -300,12 +308,20 @@ def markdown_report(result: EvaluationResult) -> str:
           "the run is not gated\n")
         for name in result.incomplete:
             w(f"  - {incomplete_summary(name, result.failures['configurations'][name])}\n")
+
+
+def _report_conventions(w, result: EvaluationResult) -> None:
+    """The metric conventions and where each came from."""
     if result.conventions:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
             w(f"- {line}\n")
+
+
+def _report_metrics(w, result: EvaluationResult) -> None:
+    """Means with their 95% intervals and latency, per configuration."""
     w("\n## Metrics\n\n")
-    metrics = list(next(iter(result.scores.values())).means) if result.scores else []
+    metrics = _metric_names(result)
     w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms | p99 ms |\n")
     w("|---|" + "---|" * (len(metrics) + 3) + "\n")
     for name, s in result.scores.items():
@@ -325,6 +341,11 @@ def markdown_report(result: EvaluationResult) -> str:
     w("\nMeans over all golden queries, with 95% bootstrap intervals. `abstention` is scored on "
       "queries with no relevant judgment only (1 = returned nothing); nDCG and Recall give such "
       f"queries the `{_policy(result)}` policy.\n")
+
+
+def _report_categories(w, result: EvaluationResult) -> None:
+    """Means per query category, per configuration."""
+    metrics = _metric_names(result)
     w("\n## By category\n\n")
     for name, s in result.scores.items():
         w(f"### {name}\n\n| category | " + " | ".join(metrics) + " |\n|---|"
@@ -333,6 +354,11 @@ def markdown_report(result: EvaluationResult) -> str:
             w(f"| {_cell(category)} | " + " | ".join(_fmt(means.get(m)) for m in metrics)
               + " |\n")
         w("\n")
+
+
+def _report_segments(w, result: EvaluationResult) -> None:
+    """Means per automatic segment, per configuration."""
+    metrics = _metric_names(result)
     sizes = result.segment_sizes()
     if sizes:
         w("## By segment\n\nAutomatic segments of the query text: number of words, digits, a "
@@ -345,6 +371,10 @@ def markdown_report(result: EvaluationResult) -> str:
                 w(f"| {segment} | {sizes.get(segment, 0)} | "
                   + " | ".join(_fmt(means.get(m)) for m in metrics) + " |\n")
             w("\n")
+
+
+def _report_cost(w, result: EvaluationResult) -> None:
+    """Usage and cost per configuration."""
     if (result.cost or {}).get("configurations"):
         w("## Cost\n\nUsage of each configuration this run, and its cost at the prices its "
           "entry states (`prices:`; none stated: -).\n\n| configuration | requests | CPU s "
@@ -353,6 +383,10 @@ def markdown_report(result: EvaluationResult) -> str:
             w(f"| {name} | {c['requests']:.0f} | {c['cpu_s']:.3f} | {c['embedded']} "
               f"| {_money(c['per_run'])} | {_money(c['per_query'])} |\n")
         w("\n")
+
+
+def _report_failures(w, result: EvaluationResult) -> None:
+    """The failed queries of each configuration."""
     failed = {n: f for n, f in ((result.failures or {}).get("configurations") or {}).items()
               if f.get("failed")}
     if failed:
@@ -366,6 +400,10 @@ def markdown_report(result: EvaluationResult) -> str:
             if f["failed"] > FAILED_SHOWN:
                 w(f"| {name} | and {f['failed'] - FAILED_SHOWN} more in metrics.json | | |\n")
         w("\n")
+
+
+def _report_candidate(w, result: EvaluationResult) -> None:
+    """The candidate beside the served configuration."""
     if result.candidate:
         c = result.candidate
         w(f"## Candidate\n\n`{c['candidate']}` beside the served `{c['served']}` on the same "
@@ -387,6 +425,11 @@ def markdown_report(result: EvaluationResult) -> str:
         from searcheval.evaluation.candidates import candidates_markdown
 
         w(candidates_markdown(result.candidates))
+
+
+def _report_gate(w, result: EvaluationResult) -> None:
+    """The gate: what tripped, what the query set can tell, the queries that got worse."""
+    gate = result.gate
     if gate is not None:
         w("## Gate\n\n")
         if gate.tripped:
@@ -437,6 +480,10 @@ def markdown_report(result: EvaluationResult) -> str:
                   f"| {_fmt(q['baseline'])} "
                   f"| {_fmt(q['value'])} | {_cell(_notes(result.queries.get(q['query_id'])))} |\n")
         w("\n")
+
+
+def _report_diffs(w, result: EvaluationResult) -> None:
+    """The diffs: the candidate against the served one, this run against the previous."""
     if result.candidate_diff:
         d = result.candidate_diff
         _diff_section(w, "Candidate against the served configuration, query by query",
@@ -449,6 +496,10 @@ def markdown_report(result: EvaluationResult) -> str:
                       f"**{d['headline']}** ({d['b']['configuration']}, by {d['metric']}, against "
                       f"{d['a']['run_id']}): the full diff, with both top {d['k']} lists of every "
                       "query, is in [diff.md](diff.md).", d)
+
+
+def _report_validation(w, result: EvaluationResult) -> None:
+    """Validation findings and stale judgments."""
     if result.validation:
         w("## Judgments\n\n")
         v = result.validation
@@ -464,6 +515,10 @@ def markdown_report(result: EvaluationResult) -> str:
         for s in stale[:20]:
             w(f"  - stale: ({_cell(s.get('query_id'))}, {_cell(s.get('doc_id'))}) "
               f"{s.get('reason')}\n")
+
+
+def _report_coverage(w, result: EvaluationResult) -> None:
+    """The judged share of each configuration's results."""
     if result.coverage:
         judged = (result.judging or {}).get("configurations") or {}
         w("\n## Judged share of the results\n\n| configuration | judged share of top k | floor "
@@ -476,8 +531,16 @@ def markdown_report(result: EvaluationResult) -> str:
         sources = {c.get("floor_source") for c in result.coverage.values() if c.get("floor_source")}
         if sources:
             w(f"\nWhere the floor comes from: {'; '.join(sorted(sources))}.\n")
+
+
+def _report_judging(w, result: EvaluationResult) -> None:
+    """Judging: rule, pools, bounds, agreement."""
     if result.judging:
         w(judging_markdown(result.judging, result.scores))
+
+
+def _report_documents(w, result: EvaluationResult) -> None:
+    """The top results' titles from the document lookups."""
     for name, d in (result.documents or {}).items():
         w(f"\n## Top results of {name}\n\nTitles from its document lookup ({d['looked_up']} "
           f"documents looked up; gone: {len(d['gone'])}; failed: {len(d['failed'])}).\n\n"
@@ -486,10 +549,18 @@ def markdown_report(result: EvaluationResult) -> str:
             text = (result.queries.get(qid) or {}).get("text", "")
             w(f"| {_cell(qid)} | {_cell(text)} | "
               + "; ".join(_cell(str(h["title"] or h["id"])) for h in hits) + " |\n")
+
+
+def _report_what_ran(w, result: EvaluationResult) -> None:
+    """What ran: configurations, hashes, code, versions."""
     if result.what_ran:
         w("\n## What ran\n\n")
         for line in what_ran_lines(result.what_ran):
             w(f"- {line}\n")
+
+
+def _report_query_notes(w, result: EvaluationResult) -> None:
+    """Intent and persona of the golden queries."""
     noted = [(qid, q) for qid, q in result.queries.items() if _notes(q)]
     if noted:
         w("\n## Query notes\n\nIntent and persona of the golden queries, for whoever reads or "
@@ -501,8 +572,16 @@ def markdown_report(result: EvaluationResult) -> str:
               f"| {_cell(q.get('persona', ''))} |\n")
         if len(noted) > NOTED_QUERIES:
             w(f"\nand {len(noted) - NOTED_QUERIES} more in metrics.json (`queries`).\n")
-    return out.getvalue()
 
+
+def _metric_names(result: EvaluationResult) -> list[str]:
+    return list(next(iter(result.scores.values())).means) if result.scores else []
+
+
+REPORT_SECTIONS = (_report_header, _report_conventions, _report_metrics, _report_categories,
+                   _report_segments, _report_cost, _report_failures, _report_candidate,
+                   _report_gate, _report_diffs, _report_validation, _report_coverage,
+                   _report_judging, _report_documents, _report_what_ran, _report_query_notes)
 
 NOTED_QUERIES = 50
 FAILED_SHOWN = 20
@@ -802,9 +881,3 @@ def point_latest(root: Path, run_id: str, names: tuple[str, ...]) -> None:
         _link(root / name, f"{LATEST}/{name}")
 
 
-def latest_folder(directory: str | Path) -> Path | None:
-    """The newest run's folder of an output folder, or None when no run wrote there."""
-    from searcheval.defaults import LATEST
-
-    latest = Path(directory) / LATEST
-    return latest.resolve() if latest.exists() else None

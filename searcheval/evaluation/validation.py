@@ -31,12 +31,21 @@ from searcheval.io.files import read_json
 from searcheval.io.fixtures import CATEGORIES
 from searcheval.types import DATA_CATEGORIES, Collection, Judgment
 
-#: the suites: SEARCHEVAL_EXPECTATIONS_DIR, else the project's expectations/ folder beside the
-#: package (a checkout, or an editable install).
-EXPECTATIONS_DIR = Path(
-    os.environ.get("SEARCHEVAL_EXPECTATIONS_DIR")
-    or Path(__file__).resolve().parents[2] / "expectations"
-)
+#: the suites searcheval ships: the expectations/ folder beside the package (a checkout, or an
+#: editable install)
+EXPECTATIONS_DIR = Path(__file__).resolve().parents[2] / "expectations"
+
+
+def expectations_dir() -> Path:
+    """The suites: SEARCHEVAL_EXPECTATIONS_DIR, else the project's expectations/ folder
+    (searcheval.io.project), else the ones searcheval ships."""
+    from searcheval.io.project import project_path
+
+    named = os.environ.get("SEARCHEVAL_EXPECTATIONS_DIR")
+    if named:
+        return Path(named)
+    own = project_path("expectations")
+    return own if own.is_dir() else EXPECTATIONS_DIR
 SUITES = ("catalog", "queries", "query_categories", "judgments")
 BEIR_CATEGORIES = ("all",)
 STALE_REASONS = ("resource-removed", "changed-after-judged", "too-old")  # priority order
@@ -182,7 +191,7 @@ def _validation_definitions() -> dict[str, Any]:
     source = context.data_sources.add_pandas(name="searcheval")
     definitions = {}
     for name in SUITES:
-        suite = context.suites.add(load_suite_file(EXPECTATIONS_DIR / f"{name}.json"))
+        suite = context.suites.add(load_suite_file(expectations_dir() / f"{name}.json"))
         batch = source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe(name)
         definitions[name] = context.validation_definitions.add(
             gx.ValidationDefinition(name=f"searcheval-{name}", data=batch, suite=suite)

@@ -10,7 +10,7 @@ from searcheval.io.beir import is_beir, load_beir
 from searcheval.io.fixtures import FILES as FIXTURE_FILES
 from searcheval.io.files import control_problem, input_hashes
 from searcheval.io.fixtures import is_fixtures, load_fixtures
-from searcheval.io.mapped import load_mapped
+from searcheval.io.mapped import QueryReader, load_mapped
 from searcheval.io.wands import FILES as WANDS_FILES
 from searcheval.io.wands import is_wands, load_wands
 from searcheval.types import Collection, resources_fingerprint
@@ -41,13 +41,15 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                     max_queries: int | None = None,
                     grade_map: tuple[tuple[str, int], ...] | dict | None = None,
                     grade_scale: tuple[int, int] | list[int] | None = None,
-                    database_url: str | None = None) -> Collection:
+                    database_url: str | None = None,
+                    read_query: QueryReader | None = None) -> Collection:
     """Exactly one of: the seed fixtures' folder, a dataset folder (layout detected:
     `dataset_layout`) or a mapping file (`searcheval.io.mapped`).
 
     `split` is the BEIR qrels split; `max_queries` keeps the first N queries (BEIR, WANDS, mapped);
     `grade_map` (text label -> grade: WANDS, mapped) and `grade_scale` ([lowest, highest]) override
-    the dataset's settings; `database_url` is where a mapping's SQL tables live."""
+    the dataset's settings; `database_url` is where a mapping's SQL tables live, read by
+    `read_query` (searcheval.load_collection hands in searcheval.store.tables.read_query)."""
     given = [name for name, value in (("fixtures", fixtures), ("dataset", dataset),
                                       ("mapping", mapping)) if value is not None]
     if len(given) != 1:
@@ -60,7 +62,8 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
             refuse_outside_links(Path(folder))
     collection = check_storable(_load(fixtures=fixtures, dataset=dataset, mapping=mapping,
                                       split=split, max_queries=max_queries, grade_map=grade_map,
-                                      grade_scale=grade_scale, database_url=database_url))
+                                      grade_scale=grade_scale, database_url=database_url,
+                                      read_query=read_query))
     # the catalog's identity in Postgres: a declared name, else the content's fingerprint
     collection.declared_name = collection.declared_name or collection.settings.name
     collection.fingerprint = resources_fingerprint(collection.resources)
@@ -122,11 +125,12 @@ def _refuse_controls(values, file, what: str | None, line: int | None = None) ->
 
 
 def _load(*, fixtures, dataset, mapping, split, max_queries, grade_map, grade_scale,
-          database_url) -> Collection:
+          database_url, read_query) -> Collection:
     scale = tuple(grade_scale) if grade_scale is not None else None
     if mapping is not None:
         return load_mapped(mapping, grade_map=grade_map, grade_scale=scale,
-                           max_queries=max_queries, database_url=database_url)
+                           max_queries=max_queries, database_url=database_url,
+                           read_query=read_query)
     if fixtures is not None:
         _no_grade_map(grade_map, "the fixtures")
         return load_fixtures(fixtures, grade_scale=scale)

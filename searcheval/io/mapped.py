@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from operator import itemgetter
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +51,9 @@ from searcheval.types import (
     Query,
     Resource,
 )
+
+#: (statement, database URL) -> (column names, rows): how an `sql` table is read
+QueryReader = Callable[[str, "str | None"], tuple[list[str], list[tuple]]]
 
 FORMATS = {".csv": "csv", ".tsv": "tsv", ".tab": "tsv", ".jsonl": "jsonl", ".ndjson": "jsonl",
            ".parquet": "parquet", ".pq": "parquet"}
@@ -85,11 +88,12 @@ class Where:
 class Table:
     """The rows of one mapped table: `columns` (its header), then (position, {column: value})."""
 
-    def __init__(self, section: str, spec: dict, mapping: Path, database_url: str | None) -> None:
+    def __init__(self, section: str, spec: dict, mapping: Path, database_url: str | None,
+                 read_query: QueryReader | None = None) -> None:
         self.section = section
         self.mapping = mapping
         if "sql" in spec:
-            self._sql(spec["sql"], database_url)
+            self._sql(spec["sql"], database_url, read_query)
         else:
             self._file(spec)
 
@@ -135,12 +139,15 @@ class Table:
         self.columns = list(self._parquet_file.schema_arrow.names)
         self._rows = None  # read with the needed columns only, in `rows`
 
-    def _sql(self, statement: Any, database_url: str | None) -> None:
+    def _sql(self, statement: Any, database_url: str | None,
+             read_query: QueryReader | None) -> None:
         if not isinstance(statement, str) or not statement.strip():
             raise InputError("expected a SELECT statement", file=self.mapping,
                              field=f"{self.section}.sql")
-        from searcheval.store.tables import read_query
-
+        if read_query is None:  # io opens no database: the caller hands in the reader
+            raise InputError("reads an SQL table: load this mapping with "
+                             "searcheval.load_collection, which reads it from Postgres",
+                             file=self.mapping, field=f"{self.section}.sql")
         self.where = Where(str(self.mapping), "row", prefix=f"{self.section}.sql: ")
         self.format = "sql"
         try:
@@ -270,14 +277,17 @@ def _columns(spec: dict, section: str) -> dict[str, list[str]]:
 
 def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] | dict | None = None,
                 grade_scale: tuple[int, int] | None = None, max_queries: int | None = None,
-                database_url: str | None = None) -> Collection:
+                database_url: str | None = None,
+                read_query: QueryReader | None = None) -> Collection:
     """The collection a mapping file describes (see the module docstring).
 
     `grade_map` and `grade_scale` are run parameters: they override the mapping's `settings`.
     Grades are the grade column's whole numbers, or its labels through the grade map; the grade
     scale is the declared one, else the map's range, else 0..the largest grade in the data.
     `max_queries` keeps the first N queries and their judgments. `database_url` is the Postgres
-    of `sql` tables (default: SEARCHEVAL_DATABASE_URL, else the embedded server)."""
+    of `sql` tables (default: SEARCHEVAL_DATABASE_URL, else the embedded server), read by
+    `read_query(statement, database_url)` (searcheval.store.tables.read_query: io opens no
+    database itself)."""
     mapping = Path(mapping)
     document = read_yaml_mapping(mapping)
     unknown = [k for k in document if k not in TOP_KEYS]
@@ -320,7 +330,7 @@ def load_mapped(mapping: str | Path, *, grade_map: tuple[tuple[str, int], ...] |
 
     tables = {}
     for section in SECTIONS:
-        table = Table(section, specs[section], mapping, database_url)
+        table = Table(section, specs[section], mapping, database_url, read_query)
         table.check_columns(_columns(specs[section], section))
         tables[section] = table
     with paused_gc():

@@ -36,50 +36,13 @@ from datetime import datetime, timezone
 from searcheval.defaults import JUDGMENT_RULE, JUDGMENT_SOURCES
 from searcheval.errors import InputError
 from searcheval.judging.versions import Version, lookup_stale_reason
-from searcheval.types import Judgment, Resource
+from searcheval.types import Judgment, JudgmentRow, Resource  # JudgmentRow: a noun, re-exported
 
 # priority order; the lookup's two are counted only where a document lookup is used
 STALE_REASONS = ("resource-removed", "document-gone", "changed-after-judged", "document-changed",
                  "too-old")
 LOOKUP_REASONS = ("document-gone", "document-changed")
 RULES = ("median", "majority", "judge:NAME")
-
-
-@dataclass(frozen=True)
-class JudgmentRow:
-    """One row of the judgments table."""
-
-    query_id: str
-    doc_id: str
-    grade: int
-    judge: str
-    judged_at: datetime | None = None
-    source: str = "import"
-    guideline: str | None = None
-    note: str | None = None
-    content_hash: str | None = None
-    origin: str | None = None
-    id: int | None = None  # the database's, for ordering rows recorded at the same time
-    seed: bool = False
-    retracted_at: datetime | None = None
-    recorded_at: datetime | None = None
-    provenance: dict | None = None  # an implicit row's maker: click model, parameters, window
-    judge_hash: str | None = None  # a model judge's identity (judging.judges)
-    prompt_version: str | None = None
-    rationale: str | None = None
-
-    def to_dict(self) -> dict:
-        out = {"query_id": self.query_id, "doc_id": self.doc_id, "grade": self.grade,
-               "judge": self.judge,
-               "judged_at": self.judged_at.isoformat() if self.judged_at else None,
-               "source": self.source, "guideline": self.guideline, "note": self.note}
-        if self.provenance is not None:
-            out["provenance"] = self.provenance
-        if self.judge_hash is not None:
-            out.update(judge_hash=self.judge_hash, prompt_version=self.prompt_version,
-                       rationale=self.rationale, content_hash=self.content_hash)
-        return out
-
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ import psycopg
 from searcheval.errors import InputError
 from searcheval.judging.judgments import (Effective, JudgmentRow, Rule, effective_judgments,
                                           judgment_set, rows_from_collection)
-from searcheval.judging.versions import Observed
+from searcheval.judging.versions import Observed, applied
 from searcheval.store import documents as looked_up
 from searcheval.store import judgments as store
 from searcheval.types import Collection
@@ -179,7 +179,7 @@ def preview_judgments(conn: psycopg.Connection, collection: Collection, rule: Ru
         versions = looked_up.load_versions(conn, judgment_set(collection),
                                            {r.doc_id for r in rows})
         if observed is not None:
-            versions = observed.applied_to(versions)
+            versions = applied(observed, versions)
     effective = effective_judgments(rows, rule, collection.resources, now=now,
                                     max_age_days=max_age_days, catalog=collection.has_catalog,
                                     versions=versions)

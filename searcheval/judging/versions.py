@@ -22,42 +22,10 @@ failed (a timeout, an HTTP 500) is no report: the latest one that answered count
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from datetime import datetime, timezone
 
-
-@dataclass(frozen=True)
-class Version:
-    """One span of equal answers of the lookup about one document."""
-
-    version: int
-    content_hash: str | None  # None: the lookup said the document is gone
-    first_seen: datetime
-    last_seen: datetime
-    title: str | None = None
-    text: str | None = None
-
-    @property
-    def gone(self) -> bool:
-        return self.content_hash is None
-
-
-@dataclass
-class Observed:
-    """What one run's lookups reported (`evaluation.lookups`): per document its content hash,
-    title and text, or None when it is gone; `at` is when the run looked."""
-
-    at: datetime
-    documents: dict[str, dict | None] = field(default_factory=dict)
-
-    def applied_to(self, stored: Mapping[str, list[Version]]) -> dict[str, list[Version]]:
-        """The stored versions with this observation added (in memory: nothing is written)."""
-        out = {doc: list(versions) for doc, versions in stored.items()}
-        for doc, found in self.documents.items():
-            found = found or {}
-            out[doc] = observe(out.get(doc, []), found.get("content_hash"), self.at,
-                               found.get("title"), found.get("text"))
-        return out
+from searcheval.types import Observed, Version  # the nouns, re-exported here
 
 
 def _utc(ts: datetime | None) -> datetime | None:
@@ -106,3 +74,35 @@ def lookup_stale_reason(content_hash: str | None, judged_at: datetime | None,
     if judged is not None and judged != latest.content_hash:
         return "document-changed"
     return None
+
+
+def applied(observed: Observed, stored: Mapping[str, list[Version]]) -> dict[str, list[Version]]:
+    """The stored versions with `observed` added (in memory: nothing is written)."""
+    out = {doc: list(versions) for doc, versions in stored.items()}
+    for doc, found in observed.documents.items():
+        found = found or {}
+        out[doc] = observe(out.get(doc, []), found.get("content_hash"), observed.at,
+                           found.get("title"), found.get("text"))
+    return out
+
+
+def record_versions(cur, catalog: str, observed: Observed, run_id: str | None) -> dict:
+    """One more report of each observed document (`observe`), written on `cur` inside the
+    caller's transaction (store.documents): {"new": versions started, "seen": versions seen
+    again}."""
+    from searcheval.store import documents
+
+    if not observed.documents:
+        return {"new": 0, "seen": 0}
+    documents.lock_versions(cur, catalog)
+    ids = sorted(observed.documents)
+    latest = documents.latest_on(cur, catalog, ids)
+    new, seen = [], []
+    for doc_id in ids:
+        found = observed.documents[doc_id] or {}
+        before = [latest[doc_id]] if doc_id in latest else []
+        after = observe(before, found.get("content_hash"), observed.at, found.get("title"),
+                        found.get("text"))[-1]
+        (seen if before and after.version == before[0].version else new).append((doc_id, after))
+    documents.write_versions(cur, catalog, new, seen, observed.at, run_id)
+    return {"new": len(new), "seen": len(seen)}

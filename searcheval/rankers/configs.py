@@ -193,9 +193,12 @@ def load_configurations(path: str | Path = DEFAULT_FILE,
     naming the file and `<entry>.<param>` for anything wrong."""
     from searcheval.io.files import read_yaml_mapping
 
-    path = Path(path)
+    from searcheval.io.project import missing, project_path
+
+    given, path = path, project_path(path)  # the project's, from any of its subfolders
     if not path.is_file():
-        raise InputError("no such configurations file", file=path, field="configurations_file")
+        raise InputError(missing("no such configurations file", given), file=given,
+                         field="configurations_file")
     raw = read_yaml_mapping(path)
     return configurations_from(raw, str(path), overrides)
 

@@ -20,7 +20,7 @@ import numpy as np
 import psycopg
 
 from searcheval import progress, store
-from searcheval.errors import InputError
+from searcheval.errors import InputError, ModelError
 
 # Before sentence_transformers / transformers / huggingface_hub are imported anywhere through us.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -119,7 +119,11 @@ def load_model(model_path: str | Path | None = None):
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # the "Loading weights" bar, on every load
-            _models[key] = SentenceTransformer(key, device="cpu", local_files_only=True)
+            try:
+                _models[key] = SentenceTransformer(key, device="cpu", local_files_only=True)
+            except (OSError, ValueError, RuntimeError) as exc:  # weights that do not load: exit 3
+                raise ModelError(f"the model in {key} did not load: {type(exc).__name__}: "
+                                 f"{exc}") from exc
             load_count += 1
         return _models[key]
 

@@ -2,7 +2,7 @@
 
     plan = plan_replay(traces=..., thresholds=..., ...)   # checks every option, before any I/O
     references = load_references(plan)                    # thresholds, catalog, judgments, queries
-    table, table_b = read_traces_of(plan)                 # the JSONL file(s) (or read_db_traces)
+    table = read_file_traces(plan, plan.traces)          # the JSONL file (or read_db_traces)
     report = score(plan, table, table_b, references)      # the sides, labels, metrics, thresholds, A/B
 
 The flow wraps `load_references`, `read_file_traces`, `read_db_traces` and `score` in tasks; the

@@ -5,8 +5,10 @@ history (`history`), recorded traces (`traces`), judgments and pools (`judgments
 `searcheval.store.documents`), a model judge's answers and labelling runs (`judges`, imported as
 `searcheval.store.judges`).
 
-Only the library's evaluation, replay, rankers and bench packages and the CLI import it. The
-row functions are re-exported here, so `from searcheval import store; store.save_catalog(...)`.
+Only the library's evaluation, judging, replay, rankers and bench packages and the CLI import it,
+and it imports none of them (io's trace nouns and readers, for `traces`, only: io never imports
+store, a mapping's SQL tables are read by `tables.read_query`, handed to io by
+`evaluation.inputs`). The row functions are re-exported here, so `from searcheval import store; store.save_catalog(...)`.
 """
 
 from searcheval.store.catalog import (

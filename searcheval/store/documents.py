@@ -11,7 +11,7 @@ from collections.abc import Iterable, Mapping
 import psycopg
 from psycopg.rows import dict_row
 
-from searcheval.judging.versions import Observed, Version, observe
+from searcheval.types import Version
 from searcheval.store import sql
 
 
@@ -37,30 +37,29 @@ def write_run_documents(cur: psycopg.Cursor, run_id: str, documents: Mapping[str
     return count
 
 
-def record_versions(cur: psycopg.Cursor, catalog: str, observed: Observed,
-                    run_id: str | None) -> dict:
-    """One more report of each observed document (`judging.versions.observe`), on `cur` inside
-    the caller's transaction: {"new": versions started, "seen": versions seen again}."""
-    if not observed.documents:
-        return {"new": 0, "seen": 0}
+def lock_versions(cur: psycopg.Cursor, catalog: str) -> None:
+    """The catalog's document versions locked for this transaction (one writer at a time)."""
     cur.execute(sql.DOCUMENTS_LOCK, {"lock_class": sql.DOCUMENTS_LOCK_CLASS, "catalog": catalog})
-    ids = sorted(observed.documents)
-    latest = _latest(cur, catalog, ids)
-    new, seen = [], []
-    for doc_id in ids:
-        found = observed.documents[doc_id] or {}
-        before = [latest[doc_id]] if doc_id in latest else []
-        after = observe(before, found.get("content_hash"), observed.at, found.get("title"),
-                        found.get("text"))[-1]
-        params = {"catalog": catalog, "doc_id": doc_id, "version": after.version,
-                  "content_hash": after.content_hash, "title": after.title, "text": after.text,
-                  "seen": observed.at, "run_id": run_id}
-        (seen if before and after.version == before[0].version else new).append(params)
+
+
+def write_versions(cur: psycopg.Cursor, catalog: str, new: list[tuple[str, Version]],
+                   seen: list[tuple[str, Version]], at, run_id: str | None) -> None:
+    """Versions started (`new`) and versions seen again (`seen`), as (doc id, version), at `at`,
+    on `cur` (judging.versions.record_versions decides which is which)."""
+    def params(doc_id: str, v: Version) -> dict:
+        return {"catalog": catalog, "doc_id": doc_id, "version": v.version,
+                "content_hash": v.content_hash, "title": v.title, "text": v.text, "seen": at,
+                "run_id": run_id}
+
     if new:
-        cur.executemany(sql.INSERT_DOCUMENT_VERSION, new)
+        cur.executemany(sql.INSERT_DOCUMENT_VERSION, [params(d, v) for d, v in new])
     if seen:
-        cur.executemany(sql.TOUCH_DOCUMENT_VERSION, seen)
-    return {"new": len(new), "seen": len(seen)}
+        cur.executemany(sql.TOUCH_DOCUMENT_VERSION, [params(d, v) for d, v in seen])
+
+
+def latest_on(cur: psycopg.Cursor, catalog: str, doc_ids: list[str]) -> dict[str, Version]:
+    """doc id -> its latest version, read on `cur` (inside the caller's transaction)."""
+    return _latest(cur, catalog, doc_ids)
 
 
 def _latest(cur: psycopg.Cursor, catalog: str, doc_ids: list[str]) -> dict[str, Version]:

@@ -14,7 +14,7 @@ from datetime import datetime
 import psycopg
 from psycopg.rows import dict_row
 
-from searcheval.judging.judgments import JudgmentRow
+from searcheval.types import JudgmentRow
 from searcheval.store import sql
 
 
@@ -86,14 +86,6 @@ class Recorded:
 
     id: int | None
     conflict: dict | None = None
-
-
-def latest_grade(conn: psycopg.Connection, catalog: str, query_id: str, doc_id: str,
-                 judge: str) -> dict | None:
-    with conn.cursor(row_factory=dict_row) as cur:
-        return cur.execute(sql.SELECT_LATEST_JUDGMENT, {
-            "catalog": catalog, "query_id": query_id, "doc_id": doc_id, "judge": judge,
-        }).fetchone()
 
 
 def record_grade(conn: psycopg.Connection, catalog: str, row: JudgmentRow,

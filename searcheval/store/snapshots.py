@@ -57,15 +57,6 @@ def set_run_identity(cur: psycopg.Cursor, run_id: str, *, dataset: str | None,
                                        "kind": kind, "snapshot_depth": depth})
 
 
-def save_snapshot(conn: psycopg.Connection, run_id: str, runs: Mapping[str, RankedRun],
-                  qrels: Mapping[str, Mapping[str, int]], depth: int, *, dataset: str | None = None,
-                  label: str | None = None, kind: str | None = None) -> int:
-    """The ranked lists of a run already in eval_runs, and its identity, in one transaction."""
-    with conn.transaction(), conn.cursor() as cur:
-        set_run_identity(cur, run_id, dataset=dataset, label=label, kind=kind, depth=depth)
-        return write_ranked_results(cur, run_id, runs, qrels, depth)
-
-
 def load_ranked_results(conn: psycopg.Connection, run_id: str, configuration: str
                         ) -> dict[str, list[tuple[str, float, int | None]]]:
     """query id -> [(doc id, score, grade)] best first, of one configuration of one run."""

@@ -22,7 +22,7 @@ import yaml
 from searcheval import load_collection
 from searcheval.cli import main
 from searcheval.judging.pool import ranked_ids
-from searcheval.judging.versions import Observed
+from searcheval.judging.versions import Observed, record_versions
 from searcheval.metrics.engine import evaluate
 from searcheval.store import database
 from searcheval.store import documents as looked_up
@@ -246,7 +246,7 @@ def test_the_pool_and_the_rating_page_show_the_looked_up_document_and_a_grade_ke
     assert version == "2"  # the first report, then the edit
     # a run sees yet another version after the page was loaded: the grade is of what was shown
     with database.connect(two_runs["url"]) as conn, conn.transaction(), conn.cursor() as cur:
-        looked_up.record_versions(cur, NAME, Observed(
+        record_versions(cur, NAME, Observed(
             at=datetime.now(timezone.utc), documents={edited: {"content_hash": "newer"}}), "x")
     answer = client.post("/grade", data={"query_id": query, "doc_id": edited, "grade": "2",
                                          "expected": "", "version": version},

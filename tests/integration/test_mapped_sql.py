@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from searcheval.errors import InputError
-from searcheval.io.collection import collection_hashes, load_collection
+from searcheval.evaluation.inputs import load_collection
+from searcheval.io.collection import collection_hashes
 from searcheval.store import database
 
 pytestmark = pytest.mark.slow

@@ -281,9 +281,8 @@ def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keep
     from datetime import datetime, timezone
 
     from searcheval.io.collection import load_collection
-    from searcheval.judging.versions import Observed
+    from searcheval.judging.versions import Observed, record_versions
     from searcheval.rankers.documents import check_lookup, look_up
-    from searcheval.store import documents as looked_up
 
     example_service.set_knobs()
     dataset = tmp_path / "rated-engine"
@@ -298,7 +297,7 @@ def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keep
     found = look_up(lookup, pooled)["documents"]
     with connect(database_module_url) as conn:
         with conn.transaction(), conn.cursor() as cur:
-            looked_up.record_versions(cur, "rated-engine", Observed(
+            record_versions(cur, "rated-engine", Observed(
                 at=datetime.now(timezone.utc), documents=found), "run-1")
         save_pool(conn, "engine-pool", "rated-engine", "run-1", {"q04": pooled})
         pool, pool_items = jstore.load_pool(conn, "engine-pool")
@@ -317,7 +316,7 @@ def test_without_a_catalog_the_page_shows_the_looked_up_version_and_a_grade_keep
         # a run reports a newer version of the focused document while the judge reads it
         first = docs[0].get_attribute("data-doc")
         with connect(database_module_url) as conn, conn.transaction(), conn.cursor() as cur:
-            looked_up.record_versions(cur, "rated-engine", Observed(
+            record_versions(cur, "rated-engine", Observed(
                 at=datetime.now(timezone.utc), documents={first: {"content_hash": "newer",
                                                                   "title": "New"}}), "run-2")
         page.keyboard.press("2")

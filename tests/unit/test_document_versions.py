@@ -11,7 +11,8 @@ import json
 from datetime import datetime, timedelta, timezone
 
 from searcheval.judging.judgments import JudgmentRow, effective_judgments, parse_rule
-from searcheval.judging.versions import (Observed, judged_hash, lookup_stale_reason, observe)
+from searcheval.judging.versions import (Observed, applied, judged_hash, lookup_stale_reason,
+                                         observe)
 from searcheval.rankers.documents import check_lookup, document_hash, look_up
 
 T0 = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -60,7 +61,7 @@ def test_an_observation_counts_as_the_latest_report_before_it_is_written():
     stored = {"d1": history("A"), "d2": history("A")}
     seen = Observed(at=T0 + 3 * DAY, documents={"d1": {"content_hash": "B", "title": "new"},
                                                  "d2": {"content_hash": "A"}, "d3": None})
-    after = seen.applied_to(stored)
+    after = applied(seen, stored)
     assert [v.content_hash for v in after["d1"]] == ["A", "B"] and after["d1"][1].title == "new"
     assert [(v.content_hash, v.last_seen) for v in after["d2"]] == [("A", T0 + 3 * DAY)]
     assert after["d3"][0].gone

@@ -67,6 +67,46 @@ def test_no_import_circle():
     assert len(graph) > 40  # the walk saw the whole package
 
 
+def package_of(module: str) -> str:
+    """`searcheval.io.mapped` -> `io`; a top-level module (`searcheval.types`) is its own."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_no_two_packages_import_each_other():
+    # the package-level graph: an edge io -> store for any module of io importing one of store
+    # (lazily too); a circle of packages is refused as a circle of modules is
+    edges: dict[str, dict[str, str]] = {}
+    for name, path in MODULES.items():
+        for dep in imports_of(path):
+            a, b = package_of(name), package_of(dep)
+            if a and b and a != b and b in PACKAGES:
+                edges.setdefault(a, {}).setdefault(b, f"{name} imports {dep}")
+    pairs = sorted(f"{a} <-> {b}: {edges[a][b]}; {edges[b][a]}"
+                   for a in edges for b in edges[a] if a < b and a in edges.get(b, {}))
+    assert pairs == []
+    assert {"store", "judging", "evaluation", "cli"} <= set(edges)  # the walk saw the packages
+
+    # and no longer circle of packages either
+    state: dict[str, int] = {}
+
+    def visit(node: str, path: list[str]) -> None:
+        state[node] = 1
+        for dep in sorted(edges.get(node, {})):
+            if state.get(dep) == 1:
+                pytest.fail("package circle: " + " -> ".join(path[path.index(dep):] + [node, dep]))
+            if dep not in state:
+                visit(dep, path + [node])
+        state[node] = 2
+
+    for package in sorted(edges):
+        if package not in state:
+            visit(package, [])
+
+
+PACKAGES = {p.parent.name for p in PACKAGE.glob("*/__init__.py")}
+
+
 def test_the_library_never_imports_prefect_nor_the_projects_flows_and_tasks():
     offenders = []
     for name, path in MODULES.items():

@@ -1,5 +1,5 @@
 """The public Python API: `searcheval.evaluate` and `compare` on dicts, DataFrames and paths, the
-refusals of every other shape, and the README's Python example, executed."""
+refusals of every other shape, and the Python example of docs/metrics.md, executed."""
 
 from __future__ import annotations
 
@@ -123,10 +123,10 @@ def test_compare_tests_each_run_against_the_first():
 
 
 def test_the_readme_python_example_runs(tmp_path, monkeypatch, capsys):
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8")
     block = re.search(r"## Python\n.*?```python\n(.*?)```", text, re.S).group(1)
     monkeypatch.chdir(tmp_path)
-    exec(compile(block, "README.md (Python)", "exec"), {})
+    exec(compile(block, "docs/metrics.md (Python)", "exec"), {})
     out = capsys.readouterr().out
     assert f"'ndcg@10': {str((NDCG_Q1 + NDCG_Q2) / 2)[:6]}" in out
     assert (tmp_path / "after.trec").exists()

@@ -1,4 +1,4 @@
-"""The README's "Evaluate your own search" examples, executed: the configurations file loads, the
+"""docs/configurations-and-backends.md's "Evaluate your own search" examples, executed: the configurations file loads, the
 refusal it quotes is the one searcheval prints, the command lines are ones the CLI accepts, the
 http example is the shipped Elasticsearch example (tested against the example service in
 tests/integration/test_http_kind.py), the Python retriever runs as a `python` configuration and
@@ -22,7 +22,7 @@ from searcheval.rankers.registry import RunContext, run_configuration
 from searcheval.types import RankedRun
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8") \
+SECTION = (ROOT / "docs" / "configurations-and-backends.md").read_text(encoding="utf-8") \
     .split("## Evaluate your own search")[1].split("\n## ")[0]
 QUERIES = load_collection(fixtures=ROOT / "fixtures").queries
 

@@ -1,4 +1,4 @@
-"""The README's "Bring your own data" examples, executed: the mapping loads over tables written in
+"""docs/configurations-and-backends.md's "Bring your own data" examples, executed: the mapping loads over tables written in
 the shapes it names, the settings file gives TREC-DL's conventions, the segment floors trip the
 gate, and the WANDS command line is one the CLI accepts for a folder it detects as WANDS."""
 
@@ -24,7 +24,7 @@ from searcheval.metrics.segments import is_segment
 from searcheval.types import Collection, Judgment, Query, RankedRun, Resource
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Bring your own data")[1] \
+SECTION = (ROOT / "docs" / "configurations-and-backends.md").read_text(encoding="utf-8").split("## Bring your own data")[1] \
     .split("\n## ")[0]
 
 

@@ -1,4 +1,4 @@
-"""The README's "Judging" commands are ones the CLI accepts, with the options they name."""
+"""docs/judging.md's "Judging" commands are ones the CLI accepts, with the options they name."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from searcheval import defaults
 from searcheval.cli import build_parser
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Judging:")[1] \
+SECTION = (ROOT / "docs" / "judging.md").read_text(encoding="utf-8").split("## Judging:")[1] \
     .split("\n## ")[0]
 
 

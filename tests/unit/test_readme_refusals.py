@@ -1,4 +1,4 @@
-"""The README's "Refused input and the gate's status" example, executed: the command it shows
+"""docs/gate-and-baselines.md's "Refused input and the gate's status" example, executed: the command it shows
 prints the line it shows, and exits 2."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 from searcheval.cli import main
 
 ROOT = Path(__file__).resolve().parents[1].parent
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8") \
+SECTION = (ROOT / "docs" / "gate-and-baselines.md").read_text(encoding="utf-8") \
     .split("### Refused input and the gate's status")[1].split("\n### ")[0]
 
 

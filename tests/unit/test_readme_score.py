@@ -1,4 +1,4 @@
-"""The README's `searcheval score` examples, executed on the example run (tests/unit/test_readme_*)."""
+"""docs/metrics.md's `searcheval score` examples, executed on the example run (tests/unit/test_readme_*)."""
 
 import shlex
 from pathlib import Path
@@ -6,7 +6,7 @@ from pathlib import Path
 from searcheval.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8") \
+SECTION = (ROOT / "docs" / "metrics.md").read_text(encoding="utf-8") \
     .split("### Scoring TREC runs: `searcheval score`")[1].split("```")[1]
 
 

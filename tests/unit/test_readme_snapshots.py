@@ -1,4 +1,4 @@
-"""The README's "Snapshots and diffs" examples, executed: the commands are ones the CLI accepts,
+"""docs/gate-and-baselines.md's "Snapshots and diffs" examples, executed: the commands are ones the CLI accepts,
 the per-query rules load as a baseline's, and the minimum detectable effect quoted is the
 arithmetic's."""
 
@@ -16,7 +16,7 @@ from searcheval.evaluation.baseline import load_baseline
 from searcheval.metrics.stats import min_detectable_effect, smallest_p
 
 ROOT = Path(__file__).resolve().parents[2]
-SECTION = (ROOT / "README.md").read_text(encoding="utf-8").split("## Snapshots and diffs")[1] \
+SECTION = (ROOT / "docs" / "gate-and-baselines.md").read_text(encoding="utf-8").split("## Snapshots and diffs")[1] \
     .split("\n## ")[0]
 
 
