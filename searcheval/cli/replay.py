@@ -163,7 +163,7 @@ def cmd_traces_load(args: argparse.Namespace) -> int:
         raise InputError(f"expected a top grade >= 1, got {args.max_grade}", field="max_grade")
     with open_database(args.database_url) as conn:  # a DatabaseError exits 3 (errors.EXIT_CODES)
         if args.ubi or args.ubi_events:
-            from searcheval.io.ubi import ingest_ubi
+            from searcheval.store.traces import ingest_ubi
 
             counts = ingest_ubi(conn, args.file, args.ubi_events, grade_scale=(0, args.max_grade))
         else:

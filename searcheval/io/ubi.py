@@ -188,21 +188,3 @@ def read_ubi(queries: str | Path, events: str | Path | None = None, *,
     if not len(table):
         raise InputError("the file holds no UBI query", file=queries)
     return table
-
-
-def ingest_ubi(conn, queries: str | Path, events: str | Path | None = None, *,
-               grade_scale: tuple[int, int] = (0, 3)) -> dict:
-    """`searcheval traces load --ubi`: UBI queries (and their clicks) upserted into search_traces
-    in one transaction (all or nothing: the strict reader refuses a malformed document before
-    the transaction commits). The counts of `store.traces.save_traces`, plus `file` and the
-    reader's `ubi` counts."""
-    from searcheval.store.traces import save_traces
-
-    tally: dict = {}
-    counts = save_traces(conn, (t for _, t in iter_ubi_traces(queries, events,
-                                                               grade_scale=grade_scale,
-                                                               counts=tally)))
-    if not counts["traces"]:
-        raise InputError("the file holds no UBI query", file=queries)
-    return {"file": str(queries), **counts, "ubi": tally,
-            "bad_lines": {"count": 0, "lines": counts["traces"], "first": []}}

@@ -89,6 +89,24 @@ def ingest_traces(conn: psycopg.Connection, path: str | Path, *,
     return {"file": str(path), **counts, "bad_lines": bad.to_dict()}
 
 
+def ingest_ubi(conn, queries: str | Path, events: str | Path | None = None, *,
+               grade_scale: tuple[int, int] = (0, 3)) -> dict:
+    """`searcheval traces load --ubi`: UBI queries (and their clicks) upserted into search_traces
+    in one transaction (all or nothing: the strict reader refuses a malformed document before
+    the transaction commits). The counts of `store.traces.save_traces`, plus `file` and the
+    reader's `ubi` counts."""
+    from searcheval.io.ubi import iter_ubi_traces
+
+    tally: dict = {}
+    counts = save_traces(conn, (t for _, t in iter_ubi_traces(queries, events,
+                                                               grade_scale=grade_scale,
+                                                               counts=tally)))
+    if not counts["traces"]:
+        raise InputError("the file holds no UBI query", file=queries)
+    return {"file": str(queries), **counts, "ubi": tally,
+            "bad_lines": {"count": 0, "lines": counts["traces"], "first": []}}
+
+
 def count_traces(conn: psycopg.Connection) -> int:
     return conn.execute(sql.COUNT_TRACES).fetchone()[0]
 
