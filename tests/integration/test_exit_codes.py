@@ -51,7 +51,7 @@ def test_the_table_maps_each_outcome_to_its_code():
     assert exit_code(InputError("x")) == 2
     assert exit_code(GateTripped("x")) == 1
     assert exit_code(ThresholdsMissed("x")) == 1
-    assert exit_code(RunIncomplete("x")) == 2  # published, not gated: a refusal to gate
+    assert exit_code(RunIncomplete("x")) == 3  # published, marked incomplete, not gated (issue 23)
     assert exit_code(DatabaseError("x")) == 3
     assert exit_code(ModelError("x")) == 3
     assert exit_code(RuntimeError("a bug")) is None  # a bug keeps its traceback
