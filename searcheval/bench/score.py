@@ -32,35 +32,87 @@ TREC_EVAL_SOURCE = Path("../shared/tools/trec_eval")
 
 
 def generate(directory: Path, queries: int, depth: int = 100, judged: int = 15, seed: int = 0,
-             pool: int = 1000, block: int = 5000) -> tuple[Path, Path]:
-    """Write `run.trec` and `qrels.trec` in `directory`, a block of queries at a time."""
+             ids: int = 100_000, block: int = 5000) -> tuple[Path, Path]:
+    """Write `run.trec` and `qrels.trec` in `directory`, a block of queries at a time, shaped like a
+    team's run (`draw_documents`): document ids drawn from `ids` values, popular ones retrieved for
+    many queries, ids of varying length as an engine prints them (`document_ids`)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     rng = np.random.default_rng(seed)
     run_path, qrels_path = directory / "run.trec", directory / "qrels.trec"
+    spread = rng.permutation(ids) if ids >= queries * depth else None  # one id per row
     with open(run_path, "wb") as run, open(qrels_path, "wb") as qrels:
         for start in range(0, queries, block):
             n = min(block, queries - start)
-            ids = np.argsort(rng.random((n, pool)), axis=1)[:, :depth + judged]
+            values = draw_documents(rng, n, depth + judged, ids)
+            if spread is not None:  # every retrieved row its own document
+                values[:, :depth] = spread[start * depth:(start + n) * depth].reshape(n, depth)
+                values[:, depth:] = _distinct_from(rng, values, depth, ids)
             scores = np.round(-np.sort(-rng.random((n, depth)), axis=1), 6)
             qid = pc.binary_join_element_wise("q", pa.array(np.arange(start, start + n)).cast(
                 pa.string()), "")
             run_q = qid.take(pa.array(np.repeat(np.arange(n), depth)))
-            docs = pc.binary_join_element_wise("d", pa.array(ids[:, :depth].ravel()).cast(
-                pa.string()), "")
+            docs = document_ids(values[:, :depth].ravel(), ids)
             rank = pa.array(np.tile(np.arange(1, depth + 1), n)).cast(pa.string())
             score = pa.array(scores.ravel()).cast(pa.string())
             run.write(_joined([run_q, "Q0", docs, rank, score, "gen\n"]))
-            half = judged // 2
-            picked = np.concatenate([ids[:, :half], ids[:, depth:depth + judged - half]], axis=1)
+            half = judged // 2  # a pool judges the top of the runs, and some found elsewhere
+            picked = np.concatenate([values[:, :half], values[:, depth:depth + judged - half]],
+                                    axis=1)
             qrels_q = qid.take(pa.array(np.repeat(np.arange(n), judged)))
-            jdocs = pc.binary_join_element_wise("d", pa.array(picked.ravel()).cast(pa.string()),
-                                                "")
+            jdocs = document_ids(picked.ravel(), ids)
             grades = pa.array(rng.integers(0, 4, size=n * judged)).cast(pa.string())
             qrels.write(_joined([qrels_q, "0", jdocs, pc.binary_join_element_wise(
                 grades, "\n", "")]))
     return qrels_path, run_path
+
+
+def draw_documents(rng, n: int, m: int, ids: int, skew: float = 2.0) -> np.ndarray:
+    """n x m document numbers in [0, ids), distinct within each row: drawn as ids * u**skew, so
+    the low numbers (the popular documents of a catalog) come up for many queries and the rest
+    spread over the whole space; a number drawn twice for a query is drawn again, uniformly."""
+    if m > ids:
+        raise ValueError(f"cannot draw {m} distinct documents from {ids}")
+    values = (ids * rng.random((n, m)) ** skew).astype(np.int64)
+    rows = np.arange(n)[:, None]
+    while True:
+        order = np.argsort(values, axis=1, kind="stable")
+        ranked = np.take_along_axis(values, order, axis=1)
+        again = np.zeros(values.shape, dtype=bool)
+        again[rows, order[:, 1:]] = ranked[:, 1:] == ranked[:, :-1]
+        count = int(again.sum())
+        if not count:
+            return values
+        values[again] = rng.integers(0, ids, size=count)
+
+
+def _distinct_from(rng, values: np.ndarray, depth: int, ids: int) -> np.ndarray:
+    """Numbers for columns depth: of `values` (judged, not retrieved) distinct from the row's
+    retrieved ones."""
+    extra = values[:, depth:].copy()
+    rows = np.arange(extra.shape[0])[:, None]
+    while True:
+        clash = (extra[:, :, None] == values[:, None, :depth]).any(axis=2)
+        order = np.argsort(extra, axis=1, kind="stable")
+        ranked = np.take_along_axis(extra, order, axis=1)
+        clash[rows, order[:, 1:]] |= ranked[:, 1:] == ranked[:, :-1]
+        count = int(clash.sum())
+        if not count:
+            return extra
+        extra[clash] = rng.integers(0, ids, size=count)
+
+
+def document_ids(values: np.ndarray, ids: int):
+    """Document numbers as the ids an engine prints: "D" and a decimal number, scrambled over ten
+    times the space (a bijection, so distinct numbers stay distinct) so that ids have varying
+    lengths and their string order is not the numbers' order, as with MS MARCO's or a catalog's."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    space = 10 * ids
+    scrambled = (values.astype(np.int64) * 2_654_435_761 + 97) % space  # (ids < 3e9: no overflow)
+    return pc.binary_join_element_wise("D", pa.array(scrambled).cast(pa.string()), "")
 
 
 def _joined(columns) -> bytes:
@@ -132,7 +184,7 @@ def benchmark_score(*, queries: int = 20_000, depth: int = 100, judged: int = 15
         where.mkdir(parents=True, exist_ok=True)
         out(f"generating {queries} queries x {depth} results, {judged} judged per query "
             f"(seed {seed}) in {where}")
-        qrels, run = generate(where, queries, depth, judged, seed)
+        qrels, run = generate(where, queries, depth, judged, seed)  # FIXME ids
         trec_eval = build_trec_eval(Path(trec_eval_source), Path(tmp))
         commands = {
             "searcheval": [*searcheval_command(), "score", "--qrels", str(qrels), "--run",
