@@ -124,6 +124,13 @@ def add_benchmark_score(bsub) -> None:
                    help="where the files are written (default: a temporary folder, removed)")
     b.add_argument("--no-in-process", action="store_true",
                    help="only the whole processes (skip the in-process DataFrame / dicts timing)")
+    b.add_argument("--id-spaces", default="2000000,100000,1000", metavar="N,N,...",
+                   help="how many distinct document ids each run's ids are drawn from, one run "
+                        "of --queries each (default 2000000,100000,1000: an id per row first)")
+    b.add_argument("--large-queries", type=int, default=100_000,
+                   help="queries of one more, large run with an id per row (searcheval and "
+                        "trec_eval only; 0: none; default 100000)")
+    b.add_argument("--ranx", action="store_true", help="also time ranx as a whole process")
     b.set_defaults(handler=cmd_benchmark_score)
 
 
@@ -132,10 +139,21 @@ def cmd_benchmark_score(args: argparse.Namespace) -> int:
 
     if min(args.queries, args.depth, args.judged, args.repeat) < 1:
         raise InputError("expected --queries, --depth, --judged and --repeat >= 1", field="queries")
+    try:
+        spaces = tuple(int(x) for x in args.id_spaces.split(","))
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {args.id_spaces!r}",
+                         field="id_spaces") from None
+    if min(spaces) < args.depth + args.judged:
+        raise InputError(f"expected id spaces of at least --depth + --judged "
+                         f"({args.depth + args.judged}) ids", field="id_spaces")
+    if args.large_queries < 0:
+        raise InputError("expected --large-queries >= 0", field="large_queries")
     figures = benchmark_score(queries=args.queries, depth=args.depth, judged=args.judged,
                               seed=args.seed, repeat=args.repeat,
                               trec_eval_source=args.trec_eval_source, directory=args.directory,
-                              in_process=not args.no_in_process)
+                              in_process=not args.no_in_process, id_spaces=spaces,
+                              large_queries=args.large_queries or None, ranx=args.ranx)
     return EXIT_OK if figures["agree"] else EXIT_TRIPPED
 
 def add_benchmark_backend(bsub) -> None:

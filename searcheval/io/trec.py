@@ -293,6 +293,7 @@ class QrelsColumns:
     starts: np.ndarray  # int64 (Q + 1,): rows of query j are starts[j]:starts[j + 1]
     _code: dict | None = field(default=None, repr=False, compare=False)
     _keys: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _hashes: np.ndarray | None = field(default=None, repr=False, compare=False)  # kernel's
 
     def codes_of(self, qids: list[str]) -> np.ndarray:
         """Each of `qids`' index in `qids` of the judgments, -1 where not judged: a dict built
