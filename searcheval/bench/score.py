@@ -201,7 +201,7 @@ def benchmark_score(*, queries: int = 20_000, depth: int = 100, judged: int = 15
         out(f"searcheval score vs NIST trec_eval (C, built from source) and pytrec_eval, whole "
             f"processes on the same generated files, best of {repeat}; {judged} judgments a "
             f"query; metrics {', '.join(METRICS)}")
-        out(f"{'run':<44}{'searcheval':>11}{'trec_eval':>10}{'pytrec_eval':>12}"
+        out(f"{'run':<50}{'searcheval':>11}{'trec_eval':>10}{'pytrec_eval':>12}"
             f"{'x trec_eval':>12}{'memory':>8}{'agree':>7}")
         figures: dict = {"cases": {}}
         realistic = None
@@ -218,7 +218,7 @@ def benchmark_score(*, queries: int = 20_000, depth: int = 100, judged: int = 15
             figures["cases"][label] = case
             secs, peaks = case["seconds"], case["peak_bytes"]
             pytrec = f"{secs['pytrec_eval']:.2f}s" if "pytrec_eval" in secs else "-"
-            out(f"{label:<44}{secs['searcheval']:>10.2f}s{secs['trec_eval']:>9.2f}s{pytrec:>12}"
+            out(f"{label:<50}{secs['searcheval']:>10.2f}s{secs['trec_eval']:>9.2f}s{pytrec:>12}"
                 f"{case['speedup_vs_trec_eval']:>11.2f}x{case['memory_vs_trec_eval']:>7.2f}x"
                 f"{'yes' if case['agree'] else 'NO':>7}")
             if realistic is None:

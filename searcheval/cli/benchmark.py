@@ -159,12 +159,18 @@ def cmd_benchmark_score(args: argparse.Namespace) -> int:
 def add_benchmark_backend(bsub) -> None:
     b = bsub.add_parser("backend", help="the http kind against the example search service at "
                                         "concurrency 1 and 8, beside a bare httpx client")
-    b.add_argument("--queries", type=int, default=160, help="requests per client and "
-                   "concurrency (the fixtures' queries, repeated; default 160)")
+    b.add_argument("--queries", type=int, default=None, help="requests per client and "
+                   "concurrency (the fixtures' queries, repeated; default 160, 10000 with "
+                   "--scale)")
     b.add_argument("--delay-ms", type=float, default=20.0,
                    help="how long the service sleeps before each answer (default 20)")
     b.add_argument("--concurrency", default="1,8", metavar="LOW,HIGH",
                    help="the two concurrencies compared (default 1,8)")
+    b.add_argument("--scale", action="store_true",
+                   help="instead: --queries (default here 10000) at one concurrency (default "
+                        "32, the HIGH of --concurrency when given) against the service's own "
+                        "capacity (a bare client's queries/s), best of --rounds")
+    b.add_argument("--rounds", type=int, default=2, help="alternating rounds of --scale")
     b.set_defaults(handler=cmd_benchmark_backend)
 
 
@@ -177,10 +183,19 @@ def cmd_benchmark_backend(args: argparse.Namespace) -> int:
     except ValueError:
         raise InputError(f"expected LOW,HIGH whole numbers, got {args.concurrency!r}",
                          field="concurrency") from None
-    if args.queries < 1 or low < 1 or high < 1 or args.delay_ms < 0:
-        raise InputError("expected --queries and concurrencies >= 1, --delay-ms >= 0",
+    queries = args.queries if args.queries is not None else (10_000 if args.scale else 160)
+    if queries < 1 or low < 1 or high < 1 or args.delay_ms < 0 or args.rounds < 1:
+        raise InputError("expected --queries, --rounds and concurrencies >= 1, --delay-ms >= 0",
                          field="queries")
-    figures = benchmark_backend(project_root(), queries=args.queries, delay_ms=args.delay_ms,
+    if args.scale:
+        from searcheval.bench.backend import benchmark_backend_scale
+
+        given = args.concurrency != "1,8"
+        figures = benchmark_backend_scale(project_root(), queries=queries,
+                                          concurrency=high if given else 32,
+                                          delay_ms=args.delay_ms, rounds=args.rounds)
+        return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+    figures = benchmark_backend(project_root(), queries=queries, delay_ms=args.delay_ms,
                                 concurrencies=(low, high))
     return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 
