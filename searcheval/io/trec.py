@@ -241,6 +241,9 @@ def mix(x: np.ndarray) -> np.ndarray:
     return x
 
 
+HASH_BLOCK = 1 << 16
+
+
 def string_hashes(strings) -> np.ndarray:
     """A 64-bit hash of each string of a pyarrow string array, from its UTF-8 bytes read eight at
     a time (aligned loads, shifted into place; a word past a string's end masked), then mixed.
@@ -248,6 +251,11 @@ def string_hashes(strings) -> np.ndarray:
     n = len(strings)
     if not n:
         return np.zeros(0, dtype=np.uint64)
+    if n > HASH_BLOCK:  # a block at a time: its temporaries are a few arrays of a block each
+        out = np.empty(n, dtype=np.uint64)
+        for lo in range(0, n, HASH_BLOCK):
+            out[lo:lo + HASH_BLOCK] = string_hashes(strings.slice(lo, HASH_BLOCK))
+        return out
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=n + 1,
                             offset=strings.offset * 4).astype(np.int64)
     begin = int(offsets[0])
@@ -320,7 +328,7 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
 
     path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "grade": pa.int64()}
-    options = _csv_options(path, QRELS_COLUMNS, types)
+    options = _csv_options(path, QRELS_COLUMNS, types, block_size=1 << 18)
     source = _Checked(path)
     try:
         table = pa_csv.read_csv(source, *options)

@@ -350,3 +350,16 @@ def test_ids_with_one_hash_are_scored_by_the_exact_path(tmp_path, monkeypatch):
     write(tmp_path, qrels, run, sort_run=True)
     same(evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS, complete=False),
          evaluate(qrels, run, METRICS, complete=False))
+
+
+def test_string_hashes_of_a_long_array_are_those_of_its_parts():
+    """Past HASH_BLOCK strings the hashes are computed a block at a time: the same values."""
+    import pyarrow as pa
+
+    from searcheval.io import trec
+
+    strings = pa.array([f"D{i * 7919 % 100003}x" * (1 + i % 3) for i in range(trec.HASH_BLOCK + 999)])
+    whole = trec.string_hashes(strings)
+    for at in (0, 1, trec.HASH_BLOCK - 1, trec.HASH_BLOCK, len(strings) - 1):
+        assert whole[at] == trec.string_hashes(strings.slice(at, 1))[0]
+    assert len(set(whole.tolist())) == len(set(strings.to_pylist()))
