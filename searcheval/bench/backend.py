@@ -175,7 +175,7 @@ GOAL_CAPACITY = 0.9
 
 
 def benchmark_backend_scale(project: Path, queries: int = 10_000, concurrency: int = 32,
-                            delay_ms: float = 20.0, rounds: int = 2, k: int = 100,
+                            delay_ms: float = 20.0, rounds: int = 3, k: int = 100,
                             log_dir: Path | None = None, out=say) -> dict:
     """The http kind at scale: `queries` queries at `concurrency` against the example service,
     beside the service's own capacity at that concurrency -- the queries per second a bare httpx

@@ -170,7 +170,7 @@ def add_benchmark_backend(bsub) -> None:
                    help="instead: --queries (default here 10000) at one concurrency (default "
                         "32, the HIGH of --concurrency when given) against the service's own "
                         "capacity (a bare client's queries/s), best of --rounds")
-    b.add_argument("--rounds", type=int, default=2, help="alternating rounds of --scale")
+    b.add_argument("--rounds", type=int, default=3, help="alternating rounds of --scale (default 3)")
     b.set_defaults(handler=cmd_benchmark_backend)
 
 
