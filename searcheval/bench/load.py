@@ -221,9 +221,32 @@ def measure(kind: str, directory: Path) -> dict:
             "counts": counts, "qrels_digest": qrels, "documents_digest": documents}
 
 
+def measure_validation(directory: Path, repeat: int = 3) -> dict:
+    """The validation step (`validate_collection`: the Great Expectations suites, one batch each)
+    on the dataset loaded by the WANDS loader, in this process: GX's context and suites are built
+    once per process (timed apart), then `repeat` validations, best wall and CPU time."""
+    from searcheval.evaluation import validation
+    from searcheval.io.collection import load_collection
+
+    collection = load_collection(dataset=directory)
+    start = time.perf_counter()
+    validation._validation_definitions()
+    setup = time.perf_counter() - start
+    best = (float("inf"), float("inf"))
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        report = validation.validate_collection(collection)
+        best = min(best, (time.perf_counter() - wall, time.process_time() - cpu))
+    return {"kind": "validation", "seconds": best[0], "cpu_seconds": best[1],
+            "setup_seconds": setup, "findings": len(report.findings), "stale": len(report.stale),
+            "labels": len(collection.judgments)}
+
+
 def _in_a_fresh_process(kind: str, directory: Path) -> dict:
-    code = ("import json, sys; from pathlib import Path; from searcheval.bench.load import measure; "
-            "print(json.dumps(measure(sys.argv[1], Path(sys.argv[2]))))")
+    code = ("import json, sys; from pathlib import Path; "
+            "from searcheval.bench.load import measure, measure_validation; "
+            "print(json.dumps(measure_validation(Path(sys.argv[2])) if sys.argv[1] == "
+            "'validation' else measure(sys.argv[1], Path(sys.argv[2]))))")
     done = subprocess.run([sys.executable, "-c", code, kind, str(directory)], capture_output=True,
                           text=True)
     if done.returncode != 0:
@@ -234,18 +257,20 @@ def _in_a_fresh_process(kind: str, directory: Path) -> dict:
 
 def benchmark_load(*, products: int = 42_994, queries: int = 480, labels: int = 233_448,
                    seed: int = 0, directory: Path | None = None, loaders=LOADERS,
-                   repeat: int = 3, out=print) -> int:
+                   repeat: int = 3, validate: bool = True, out=print) -> int:
     """Generate, then load with each loader in a fresh process, `repeat` rounds (each round runs
     every loader once, in turn, so a burst of load elsewhere falls on all alike); print the best
     time and the largest peak memory of each. 0 = every searcheval loader agrees and meets the
     goal (5 s, 500 MB), 1 otherwise."""
     own = directory is None
     folder = Path(tempfile.mkdtemp(prefix="se-load-")) if own else Path(directory)
+    validated = None
     try:
         t0 = time.perf_counter()
         written = generate(folder, products=products, queries=queries, labels=labels, seed=seed)
         generated = time.perf_counter() - t0
         rounds = [[_in_a_fresh_process(kind, folder) for kind in loaders] for _ in range(repeat)]
+        validated = _in_a_fresh_process("validation", folder) if validate else None
         results = []
         for i, kind in enumerate(loaders):
             runs = [r[i] for r in rounds]
@@ -276,4 +301,14 @@ def benchmark_load(*, products: int = 42_994, queries: int = 480, labels: int = 
            "MISSED (" + "; ".join(filter(None, [f"slow: {', '.join(slow)}" if slow else "",
                                                  f"memory: {', '.join(big)}" if big else "",
                                                  "loaders disagree" if not same else ""])) + ")"))
-    return 0 if same and not slow and not big else 1
+    slow_validation = False
+    if validated is not None:
+        slow_validation = validated["seconds"] > GOAL_SECONDS
+        out(f"validation (Great Expectations: 4 suites, one batch of a pandas frame each) of the "
+            f"{validated['labels']} labels loaded by the WANDS loader: best of {repeat} "
+            f"{validated['seconds']:.2f} s wall, {validated['cpu_seconds']:.2f} s CPU "
+            f"({validated['findings']} findings, {validated['stale']} stale); GX's context and "
+            f"suites, built once a process: {validated['setup_seconds']:.2f} s")
+        out(f"goal: validation under {GOAL_SECONDS:g} s: "
+            f"{'met' if not slow_validation else 'MISSED'}")
+    return 0 if same and not slow and not big and not slow_validation else 1

@@ -155,6 +155,13 @@ def add_benchmark_score(bsub) -> None:
                    help="where the files are written (default: a temporary folder, removed)")
     b.add_argument("--no-in-process", action="store_true",
                    help="only the whole processes (skip the in-process DataFrame / dicts timing)")
+    b.add_argument("--id-spaces", default="2000000,100000,1000", metavar="N,N,...",
+                   help="how many distinct document ids each run's ids are drawn from, one run "
+                        "of --queries each (default 2000000,100000,1000: an id per row first)")
+    b.add_argument("--large-queries", type=int, default=100_000,
+                   help="queries of one more, large run with an id per row (searcheval and "
+                        "trec_eval only; 0: none; default 100000)")
+    b.add_argument("--ranx", action="store_true", help="also time ranx as a whole process")
     b.set_defaults(handler=cmd_benchmark_score)
 
 
@@ -163,21 +170,38 @@ def cmd_benchmark_score(args: argparse.Namespace) -> int:
 
     if min(args.queries, args.depth, args.judged, args.repeat) < 1:
         raise InputError("expected --queries, --depth, --judged and --repeat >= 1", field="queries")
+    try:
+        spaces = tuple(int(x) for x in args.id_spaces.split(","))
+    except ValueError:
+        raise InputError(f"expected comma-separated numbers, got {args.id_spaces!r}",
+                         field="id_spaces") from None
+    if min(spaces) < args.depth + args.judged:
+        raise InputError(f"expected id spaces of at least --depth + --judged "
+                         f"({args.depth + args.judged}) ids", field="id_spaces")
+    if args.large_queries < 0:
+        raise InputError("expected --large-queries >= 0", field="large_queries")
     figures = benchmark_score(queries=args.queries, depth=args.depth, judged=args.judged,
                               seed=args.seed, repeat=args.repeat,
                               trec_eval_source=args.trec_eval_source, directory=args.directory,
-                              in_process=not args.no_in_process)
+                              in_process=not args.no_in_process, id_spaces=spaces,
+                              large_queries=args.large_queries or None, ranx=args.ranx)
     return EXIT_OK if figures["agree"] else EXIT_TRIPPED
 
 def add_benchmark_backend(bsub) -> None:
     b = bsub.add_parser("backend", help="the http kind against the example search service at "
                                         "concurrency 1 and 8, beside a bare httpx client")
-    b.add_argument("--queries", type=int, default=160, help="requests per client and "
-                   "concurrency (the fixtures' queries, repeated; default 160)")
+    b.add_argument("--queries", type=int, default=None, help="requests per client and "
+                   "concurrency (the fixtures' queries, repeated; default 160, 10000 with "
+                   "--scale)")
     b.add_argument("--delay-ms", type=float, default=20.0,
                    help="how long the service sleeps before each answer (default 20)")
     b.add_argument("--concurrency", default="1,8", metavar="LOW,HIGH",
                    help="the two concurrencies compared (default 1,8)")
+    b.add_argument("--scale", action="store_true",
+                   help="instead: --queries (default here 10000) at one concurrency (default "
+                        "32, the HIGH of --concurrency when given) against the service's own "
+                        "capacity (a bare client's queries/s), best of --rounds")
+    b.add_argument("--rounds", type=int, default=3, help="alternating rounds of --scale (default 3)")
     b.set_defaults(handler=cmd_benchmark_backend)
 
 
@@ -190,10 +214,19 @@ def cmd_benchmark_backend(args: argparse.Namespace) -> int:
     except ValueError:
         raise InputError(f"expected LOW,HIGH whole numbers, got {args.concurrency!r}",
                          field="concurrency") from None
-    if args.queries < 1 or low < 1 or high < 1 or args.delay_ms < 0:
-        raise InputError("expected --queries and concurrencies >= 1, --delay-ms >= 0",
+    queries = args.queries if args.queries is not None else (10_000 if args.scale else 160)
+    if queries < 1 or low < 1 or high < 1 or args.delay_ms < 0 or args.rounds < 1:
+        raise InputError("expected --queries, --rounds and concurrencies >= 1, --delay-ms >= 0",
                          field="queries")
-    figures = benchmark_backend(project_root(), queries=args.queries, delay_ms=args.delay_ms,
+    if args.scale:
+        from searcheval.bench.backend import benchmark_backend_scale
+
+        given = args.concurrency != "1,8"
+        figures = benchmark_backend_scale(project_root(), queries=queries,
+                                          concurrency=high if given else 32,
+                                          delay_ms=args.delay_ms, rounds=args.rounds)
+        return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+    figures = benchmark_backend(project_root(), queries=queries, delay_ms=args.delay_ms,
                                 concurrencies=(low, high))
     return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
 

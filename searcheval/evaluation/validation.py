@@ -257,21 +257,30 @@ def _frames(collection: Collection, *, now: datetime, categories: tuple[str, ...
         "queries": pd.Series(list(counts.values()), dtype="int64"),
     })
 
-    updated = {r.id: _utc(r.updated_at) for r in resources}
+    updated = {r.id: r.updated_at for r in resources}
     judgments = collection.judgments
-    judged_at = [_utc(j.judged_at) for j in judgments]
+    doc_ids = [j.doc_id for j in judgments]
+    # naive datetimes are UTC (`_utc`); converted a column at a time (`_naive_utc`)
+    judged_at = _naive_utc([j.judged_at for j in judgments], "judged_at")
+    # age in days as datetime.timedelta.total_seconds() / 86400 gives it: whole microseconds
+    # over 10**6, then over 86400 (NaN where a judgment has no date)
+    micros = (pd.Timestamp(now).tz_convert(None) - judged_at).to_numpy().astype(
+        "timedelta64[us]").astype("int64")
+    age_days = pd.Series(micros / 10**6 / 86400, dtype="float64")
+    age_days[judged_at.isna().to_numpy()] = math.nan
     judgment_frame = pd.DataFrame({
         "row": pd.Series(range(len(judgments)), dtype="int64"),
         "line": pd.Series([j.line for j in judgments], dtype=object),
         "query_id": pd.Series([j.query_id for j in judgments], dtype=object),
-        "doc_id": pd.Series([j.doc_id for j in judgments], dtype=object),
+        "doc_id": pd.Series(doc_ids, dtype=object),
         "grade": _numeric_if_possible(pd.Series([j.grade for j in judgments], dtype=object)),
-        "judged_at": _naive_utc(judged_at, "judged_at"),
-        "resource_updated_at": _naive_utc([updated.get(j.doc_id) for j in judgments],
-                                          "updated_at"),
-        "age_days": pd.Series(
-            [(now - ts).total_seconds() / 86400 if ts is not None else math.nan
-             for ts in judged_at], dtype="float64"),
+        "judged_at": judged_at,
+        "resource_updated_at": _naive_utc([updated.get(d) for d in doc_ids], "updated_at"),
+        # judged ids the catalog holds (a catalog-less collection holds every judged id)
+        "resource_in_catalog": pd.Series([d in updated for d in doc_ids]
+                                         if collection.has_catalog else [True] * len(doc_ids),
+                                         dtype=bool),
+        "age_days": age_days,
     })
     return catalog, query_frame, category_frame, judgment_frame
 
@@ -281,7 +290,8 @@ def _naive_utc(values: list[datetime | None], field_name: str):
     pandas 3 deprecates for tz-aware columns."""
     import pandas as pd
 
-    bad = [v for v in values if v is not None and not isinstance(v, datetime)]
+    bad = [v for v in values if v is not None and not isinstance(v, datetime)] \
+        if not set(map(type, values)) <= {datetime, type(None)} else []
     if bad:
         raise InputError(f"expected datetimes, got {bad[0]!r}", field=field_name)
     return pd.to_datetime(pd.Series(values, dtype=object), utc=True).dt.tz_convert(None)
@@ -293,7 +303,8 @@ def _numeric_if_possible(series):
     import pandas as pd
 
     values = series.tolist()
-    if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+    kinds = set(map(type, values))
+    if kinds == {int}:  # (one pass over the types; bool is not int here)
         return pd.Series(values, dtype="int64", index=series.index)
     if all(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool)) for v in values):
         return pd.Series([math.nan if v is None else float(v) for v in values], dtype="float64",
@@ -473,11 +484,6 @@ def validate_collection(
         "min_per_category": min_per_category,
         "grades": list(range(int(lo), int(hi) + 1)),
         "query_ids": query_ids,
-        # only the judged ids that the catalog holds: the same check, but GX copies the value
-        # set into every metric's kwargs, so a whole BEIR corpus here costs seconds
-        "resource_ids": sorted({j.doc_id for j in collection.judgments}
-                               & ({r.id for r in collection.resources} if collection.has_catalog
-                                  else {j.doc_id for j in collection.judgments}), key=str),
         "max_age_days": float(max_age_days) if max_age_days is not None else math.inf,
     }
     frames = {"catalog": catalog, "queries": queries, "query_categories": category_counts,

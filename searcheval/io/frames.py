@@ -11,6 +11,7 @@ are integers become strings, on both sides alike. pandas is imported only when a
 from __future__ import annotations
 
 import math
+from itertools import chain
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -121,6 +122,9 @@ def _number(value: Any, grades: bool, where: str) -> float | int:
 
 
 def _from_mapping(value: Mapping, name: str, *, grades: bool) -> dict:
+    checked = _checked_in_bulk(value, grades)
+    if checked is not None:
+        return checked
     out: dict = {}
     for qid, docs in value.items():
         query = _identifier(qid, "query id", name)
@@ -136,6 +140,32 @@ def _from_mapping(value: Mapping, name: str, *, grades: bool) -> dict:
             row[_identifier(doc, "document id", where)] = _number(v, grades, where)
         out[query] = row
     return out
+
+
+def _checked_in_bulk(value: Mapping, grades: bool) -> dict | None:
+    """The mapping itself when it is already in the shape the engine takes -- a dict of dicts
+    (a defaultdict too, as pytrec_eval's parsers give),
+    string ids (none empty), scores that are finite floats or ints (grades: ints >= 0) -- checked
+    a column at a time (each check one pass in C over every id or value, not a Python call per
+    item); None when anything is otherwise, for `_from_mapping`'s item-by-item conversion and
+    its exact refusals."""
+    if not isinstance(value, dict) or not value:
+        return None
+    rows = value.values()
+    if set(map(type, value)) != {str} or "" in value or \
+            not all(isinstance(docs, dict) for docs in rows):
+        return None
+    keys = chain.from_iterable(rows)
+    if not set(map(type, keys)) <= {str} or any("" in docs for docs in rows):
+        return None
+    kinds = set(map(type, chain.from_iterable(docs.values() for docs in rows)))
+    if not kinds <= ({int} if grades else {float, int}):
+        return None
+    # finite: their sum is (a NaN or an infinity makes it NaN or infinite; a sum that overflows
+    # from finite scores sends them to the item-by-item path, which takes them)
+    if not grades and not math.isfinite(sum(chain.from_iterable(docs.values() for docs in rows))):
+        return None
+    return value
 
 
 def _from_frame(frame, columns: tuple[str, str, str], name: str, *, grades: bool) -> dict:

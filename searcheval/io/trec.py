@@ -118,6 +118,7 @@ def load_trec_run(path: str | Path) -> Run:
 RUN_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 QRELS_COLUMNS = ("qid", "iteration", "doc", "grade")
 CHUNK_ROWS = 50_000  # run rows held at once by the streaming reader
+FILE_CHUNK_ROWS = 25_000  # ... of a file (half the peak memory of 50,000 above the imports' own)
 
 
 class Fallback(Exception):
@@ -238,17 +239,77 @@ def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: in
     return read, parse, convert
 
 
+def mix(x: np.ndarray) -> np.ndarray:
+    """A 64-bit finalizer (MurmurHash3's), in place."""
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xFF51AFD7ED558CCD)
+    x ^= x >> np.uint64(33)
+    x *= np.uint64(0xC4CEB9FE1A85EC53)
+    x ^= x >> np.uint64(33)
+    return x
+
+
+HASH_BLOCK = 1 << 16
+
+
+def string_hashes(strings) -> np.ndarray:
+    """A 64-bit hash of each string of a pyarrow string array, from its UTF-8 bytes read eight at
+    a time (aligned loads, shifted into place; a word past a string's end masked), then mixed.
+    Equal strings hash equal; two different ones collide with a chance of about 2**-64."""
+    n = len(strings)
+    if not n:
+        return np.zeros(0, dtype=np.uint64)
+    if n > HASH_BLOCK:  # a block at a time: its temporaries are a few arrays of a block each
+        out = np.empty(n, dtype=np.uint64)
+        for lo in range(0, n, HASH_BLOCK):
+            out[lo:lo + HASH_BLOCK] = string_hashes(strings.slice(lo, HASH_BLOCK))
+        return out
+    offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=n + 1,
+                            offset=strings.offset * 4).astype(np.int64)
+    begin = int(offsets[0])
+    offsets -= begin
+    size = int(offsets[-1])
+    words = np.zeros(size // 8 + 2, dtype=np.uint64)  # two spare words: a load may run past
+    if size:
+        words.view(np.uint8)[:size] = np.frombuffer(strings.buffers()[2], dtype=np.uint8,
+                                                   count=size, offset=begin)
+    lengths = np.diff(offsets)
+    one, full = np.uint64(1), np.uint64(0xFFFFFFFFFFFFFFFF)
+    with np.errstate(over="ignore"):
+        hashes = lengths.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        rows = None  # every row
+        for at in range(0, int(lengths.max()), 8):
+            if at:  # only the strings longer than `at` bytes go on
+                rows = np.flatnonzero(lengths > at)
+            start = (offsets[:-1] if rows is None else offsets[rows]) + at
+            word, shift = start >> 3, ((start & 7) << 3).astype(np.uint64)
+            value = (words[word] >> shift) | ((words[word + 1] << one) << (np.uint64(63) - shift))
+            left = (lengths if rows is None else lengths[rows]) - at
+            if left.min() < 8:
+                value &= np.where(left >= 8, full, (one << (np.minimum(left, 7).astype(
+                    np.uint64) << np.uint64(3))) - one)
+            h = hashes if rows is None else hashes[rows]
+            h ^= value
+            h *= np.uint64(0xFF51AFD7ED558CCD)
+            h ^= h >> np.uint64(29)
+            if rows is not None:
+                hashes[rows] = h
+        return mix(hashes)
+
+
 @dataclass
 class QrelsColumns:
     """Judgments as arrays, grouped by query: query `qids[q[i]]`, document `docs[d[i]]`."""
 
     qids: list[str]
-    docs: "object"  # pyarrow StringArray of the judged document ids
+    docs: "object"  # pyarrow StringArray of the judged document ids (an id may be there twice)
     q: np.ndarray  # int32, non-decreasing
     d: np.ndarray  # int32
     grade: np.ndarray  # int64
     starts: np.ndarray  # int64 (Q + 1,): rows of query j are starts[j]:starts[j + 1]
     _code: dict | None = field(default=None, repr=False, compare=False)
+    _keys: np.ndarray | None = field(default=None, repr=False, compare=False)
+    _hashes: np.ndarray | None = field(default=None, repr=False, compare=False)  # kernel's
 
     def codes_of(self, qids: list[str]) -> np.ndarray:
         """Each of `qids`' index in `qids` of the judgments, -1 where not judged: a dict built
@@ -258,6 +319,15 @@ class QrelsColumns:
         get = self._code.get
         return np.fromiter((get(x, -1) for x in qids), dtype=np.int64, count=len(qids))
 
+    def keys(self) -> np.ndarray:
+        """Each judgment's (query, document id) as one 64-bit hash (`string_hashes`, mixed with
+        the query's code), in the rows' order; built once."""
+        if self._keys is None:
+            with np.errstate(over="ignore"):
+                self._keys = string_hashes(self.docs)[self.d] + \
+                    mix(self.q.astype(np.uint64) + np.uint64(1))
+        return self._keys
+
 
 def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> QrelsColumns:
     """TREC qrels read by pyarrow, or Fallback (BEIR qrels, odd shapes, bad or duplicate rows)."""
@@ -266,7 +336,7 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
 
     path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "grade": pa.int64()}
-    options = _csv_options(path, QRELS_COLUMNS, types)
+    options = _csv_options(path, QRELS_COLUMNS, types, block_size=1 << 18)
     source = _Checked(path)
     try:
         table = pa_csv.read_csv(source, *options)
@@ -280,34 +350,43 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
     grade = to_numpy(table.column("grade"))
     if grade.min() < 0 or grade.max() > max_grade:
         raise Fallback("grade outside the scale")
-    qe = compute("dictionary_encode", table.column("qid")).combine_chunks()
-    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
-    q = to_numpy(qe.indices).astype(np.int32)
-    d = to_numpy(de.indices).astype(np.int32)
+    # no hash table of the ids: the queries read off where the id changes when each query's
+    # lines are together (as in nearly every file), each row's document kept as it is
+    qcol = table.column("qid").combine_chunks()
+    found = query_runs(qcol)
+    if found is None:
+        qe = compute("dictionary_encode", qcol)
+        q, qids = to_numpy(qe.indices).astype(np.int32), qe.dictionary
+    else:
+        q, qids = found
+    docs = table.column("doc").combine_chunks()
     del table
     order = np.argsort(q, kind="stable")
-    q, d, grade = q[order], d[order], grade[order]
-    if _has_duplicates(q.astype(np.int64) * len(de.dictionary) + d):
-        raise Fallback("duplicate judgment")
-    starts = np.searchsorted(q, np.arange(len(qe.dictionary) + 1)).astype(np.int64)
-    return QrelsColumns(qids=qe.dictionary.to_pylist(), docs=de.dictionary, q=q, d=d,
-                        grade=grade, starts=starts)
+    if found is None:
+        q, grade = q[order], grade[order]
+    d = order.astype(np.int32)
+    columns = QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade,
+                           starts=np.searchsorted(q, np.arange(len(qids) + 1)).astype(np.int64))
+    if _has_duplicates(columns.keys()):  # (a true duplicate, or two ids with one hash: the
+        raise Fallback("duplicate judgment")  # exact loader refuses the one, scores the other)
+    return columns
 
 
 @dataclass
 class RunChunk:
-    """Complete queries of a run, in file order: query `qids[q[i]]`, document `docs[d[i]]`.
+    """Complete queries of a run, in file order: query `qids[q[i]]`, document `docs[d[i]]`, or,
+    when `d` is None (a file's chunk, not dictionary-encoded), document `docs[i]`.
     Chunks cut from one array share its `qids` list and `docs` dictionary (`shared_docs`)."""
 
     qids: list[str]
-    docs: "object"  # pyarrow StringArray
+    docs: "object"  # pyarrow StringArray: the distinct ids, or (d None) every row's id
     q: np.ndarray  # int32
-    d: np.ndarray  # int32
+    d: np.ndarray | None  # int32, or None: docs holds each row's id
     score: np.ndarray  # float64
     shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
 
 
-def iter_run_chunks(path: str | Path, *, rows: int = CHUNK_ROWS) -> Iterator[RunChunk]:
+def iter_run_chunks(path: str | Path, *, rows: int = FILE_CHUNK_ROWS) -> Iterator[RunChunk]:
     """A TREC run streamed by pyarrow in chunks of whole queries (about `rows` rows each), so memory
     stays bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
     are not together (the exact loader takes any order)."""
@@ -424,10 +503,11 @@ def _run_chunk(table, seen: set[str]) -> RunChunk:
     if not seen.isdisjoint(qids):  # a query in two chunks
         raise Fallback("the lines of a query are not together")
     seen.update(qids)
-    de = compute("dictionary_encode", table.column("doc")).combine_chunks()
-    d = to_numpy(de.indices).astype(np.int32)
-    # (a document listed twice for a query is found where the chunk is scored: columnar.py)
-    return RunChunk(qids=qids, docs=de.dictionary, q=q, d=d, score=score)
+    # each row's document id as it is: no dictionary of the chunk's ids (with an id per row, a
+    # hash table of all of them is most of the work); a document listed twice for a query is
+    # found where the chunk is scored (columnar.py)
+    docs = table.column("doc").combine_chunks()
+    return RunChunk(qids=qids, docs=docs, q=q, d=None, score=score)
 
 
 def query_runs(ids) -> tuple[np.ndarray, object] | None:

@@ -21,13 +21,16 @@ import numpy as np
 
 from searcheval.errors import InputError
 from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, iter_run_chunks,
-                                query_runs, read_qrels_columns, cast, from_numpy, index_in,
-                                to_numpy)
+                                query_runs, read_qrels_columns, cast, from_numpy, index_in, mix,
+                                string_hashes, to_numpy)
 from searcheval.io.trec import compute as arrow
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 
 QUERY_BLOCK = 65_536  # queries whose padded matrices are built at once
+_FILTER_BITS = 20  # the join's filter: 1 MiB, all zero between uses
+_FILTER = np.zeros(1 << _FILTER_BITS, dtype=np.uint8)
+_FILTER_SHIFT = np.uint64(64 - _FILTER_BITS)
 
 
 def _codes(values, value_set) -> np.ndarray:
@@ -70,7 +73,12 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         np.not_equal(q[1:], q[:-1], out=new_group[1:])
         starts = np.flatnonzero(new_group)
         group = np.cumsum(new_group) - 1
-        pairs, pair_rows = _sorted_pairs(group, d, len(chunk.docs))  # refuses a doc listed twice
+        raw = d is None  # each row's id as it is (a file's chunk), else codes into chunk.docs
+        if raw:
+            hashes = string_hashes(chunk.docs)
+            _refuse_twice(group, hashes)  # a document listed twice for a query
+        else:
+            pairs, pair_rows = _sorted_pairs(group, d, len(chunk.docs))  # refuses one twice
         code = cq[q[starts]]
         unjudged += int(np.count_nonzero(code < 0))
         judged_groups = np.flatnonzero(code >= 0)
@@ -87,14 +95,36 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             _order_ties(position, same & (score[1:] == score[:-1]), d, chunk.docs)
         else:
             doc_rank = _doc_rank(chunk.docs)
-            order = np.lexsort((-doc_rank[d], -score, group))
+            order = np.lexsort((-(doc_rank if raw else doc_rank[d]), -score, group))
             position = np.empty(n, dtype=np.int64)
             position[order] = np.arange(n) - starts[group[order]]
-        # the judgments of those queries, each judged document's code among the chunk's
-        # documents (a hash of this chunk's ids only: work in proportion to the chunk)
+        # the judgments of those queries
         lo = qrels.starts[mine]
         lengths = qrels.starts[mine + 1] - lo
         rows = np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(lengths.sum())
+        if raw:  # (judged query, id hash) of each row found among those of the judgments
+            with np.errstate(over="ignore"):
+                wanted = hashes + mix(cq[q].astype(np.uint64) + np.uint64(1))
+            judgment_keys = qrels.keys()[rows]
+            # a filter first (a byte per slot of the keys' top bits): most rows match nothing
+            slots = judgment_keys >> _FILTER_SHIFT
+            _FILTER[slots] = 1
+            maybe = np.flatnonzero(_FILTER[wanted >> _FILTER_SHIFT])
+            _FILTER[slots] = 0
+            order = np.argsort(judgment_keys)
+            judgment_keys = judgment_keys[order]
+            at = np.minimum(np.searchsorted(judgment_keys, wanted[maybe]), judgment_keys.size - 1)
+            found = (judgment_keys[at] == wanted[maybe]) & (cq[q[maybe]] >= 0)
+            hit, matched = maybe[found], rows[order[at[found]]]
+            # the same id, not only the same hash
+            same = arrow("equal", arrow("take", chunk.docs, from_numpy(hit)),
+                         arrow("take", qrels.docs, from_numpy(qrels.d[matched])))
+            if same.false_count:
+                raise Fallback("two ids with one hash")
+            rank[matched] = position[hit]
+            continue
+        # each judged document's code among the chunk's documents (a hash of this chunk's ids
+        # only: work in proportion to the chunk)
         if not chunk.shared_docs:
             doc = _codes(arrow("take", qrels.docs, from_numpy(qrels.d[rows])), chunk.docs)
         else:  # one dictionary for the whole run: every judged document looked up in it once
@@ -138,6 +168,16 @@ def _sorted_pairs(group: np.ndarray, d: np.ndarray, n_docs: int) -> tuple[np.nda
     return pairs, rows
 
 
+def _refuse_twice(group: np.ndarray, hashes: np.ndarray) -> None:
+    """Fallback when a query lists a document twice (rows grouped by `group`; `hashes` each row's
+    id hashed): equal (group, id hash) keys side by side once sorted. Two different ids of one
+    query with the same 64-bit hash would also be sent to the exact path, which scores them right."""
+    with np.errstate(over="ignore"):
+        keys = np.sort(hashes + mix(group.astype(np.uint64) + np.uint64(1)))
+    if np.any(keys[1:] == keys[:-1]):
+        raise Fallback("duplicate document")
+
+
 def _doc_rank(docs) -> np.ndarray:
     """Each document code's place in the byte order of the ids (the order of Python's str)."""
 
@@ -159,7 +199,7 @@ def _order_ties(position: np.ndarray, tie_next: np.ndarray, d: np.ndarray, docs)
     starts[1:] = ~tie_next[rows[1:] - 1]  # a row continues a run when the one before ties with it
     run = np.cumsum(starts) - 1
     first = position[rows[starts]]
-    ids = arrow("take", docs, from_numpy(d[rows]))
+    ids = arrow("take", docs, from_numpy(rows if d is None else d[rows]))
     doc_rank = np.empty(rows.size, dtype=np.int64)
     doc_rank[_sort_indices(ids)] = np.arange(rows.size)
     order = np.lexsort((-doc_rank, run))

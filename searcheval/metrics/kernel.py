@@ -52,6 +52,27 @@ _HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the t
 _PARALLEL = threading.Lock()
 
 
+def _threads() -> int:
+    """Threads for the parallel loops: `SEARCHEVAL_THREADS` if set; else every core numba has,
+    unless the machine is already busy (its load average over the last minute at least its
+    cores): then one. The workqueue layer splits a loop in equal parts up front, so on a machine
+    whose cores are taken a part whose thread waits for a core holds the whole call back (two
+    threads ran the join 1.7x slower than one at a load of 8 on 2 cores)."""
+    import os
+
+    import numba
+
+    most = numba.config.NUMBA_NUM_THREADS
+    given = os.environ.get("SEARCHEVAL_THREADS")
+    if given and given.isdigit() and int(given) >= 1:
+        return min(int(given), most)
+    try:
+        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        busy = False
+    return 1 if busy else most
+
+
 @dataclass
 class IntegerQrels:
     """Judgments with integer ids, prepared once for `_join`: the judged query ids sorted (with
@@ -94,40 +115,109 @@ def evaluate_coded(columns: QrelsColumns, qids, query, doc, score, metrics: list
     strings do."""
     from searcheval.metrics.columnar import _codes, _encoded, _grouped
 
+    import pyarrow as pa
+
+    from searcheval.metrics.columnar import _as_arrow
+
+    ids = _as_arrow(doc)
+    if pa.types.is_string(ids.type):  # no dictionary of the run's ids: hashed where they lie
+        return evaluate_hashed(columns, qids, query, ids, score, metrics, settings,
+                               complete=complete)
     q, run_qids = _grouped(query)  # where the id changes when the rows are grouped
-    d, docs = _encoded(doc)
+    d, docs = _encoded(ids)
     key_code = _codes(run_qids, qids)  # each run query's code among the judged, -1 if none
     jdoc = _codes(columns.docs, docs)[columns.d]  # each judgment's document among the run's
     return _evaluate(columns, q, d, score, np.arange(len(run_qids), dtype=np.int64), key_code,
                      jdoc, _strings(docs), metrics, settings, complete)
 
 
-_NO_STRINGS = (np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.uint8))
+def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: list[Metric],
+                    settings: Settings, *, complete: bool | None) -> Evaluation:
+    """A run of string ids (`docs` a pyarrow string array, not a dictionary) scored against
+    `columns`, without a hash table of the run's ids: each row's id is hashed to 64 bits where
+    it lies (`_hash_rows`), the judgments' ids once per set of judgments, and the join matches
+    (query, hash); every match is then checked against the ids themselves, and two ids of one
+    query with one hash are a Fallback, so a collision never changes a number. Ties are broken
+    by the ids' UTF-8 bytes, read in place."""
+    from searcheval.io.trec import compute, from_numpy
+    from searcheval.metrics.columnar import _codes, _grouped
+
+    import numba
+
+    q, run_qids = _grouped(query)
+    offsets, data = _strings(docs)
+    with _PARALLEL:
+        numba.set_num_threads(_threads())
+        d = _hash_rows(offsets, data)
+        if columns._hashes is None:
+            columns._hashes = _hash_rows(*_strings(columns.docs))[columns.d]
+    key_code = _codes(run_qids, qids)
+
+    def verify(row_of: np.ndarray) -> None:
+        matched = np.flatnonzero(row_of >= 0)
+        same = compute("equal", compute("take", docs, from_numpy(row_of[matched])),
+                       compute("take", columns.docs, from_numpy(columns.d[matched])))
+        if same.false_count:
+            raise Fallback("two ids with one hash")
+
+    return _evaluate(columns, q, d, score, np.arange(len(run_qids), dtype=np.int64), key_code,
+                     columns._hashes, (offsets, data), metrics, settings, complete,
+                     sid=np.arange(len(q), dtype=np.int64), verify=verify)
+
+
+_NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
 def _strings(array) -> tuple[np.ndarray, np.ndarray]:
-    """A pyarrow string array's offsets (int32, one more than its length) and UTF-8 bytes."""
+    """A pyarrow string array's offsets (as int64, one more than its length) and UTF-8 bytes."""
     if not len(array):  # (its buffers may be absent)
-        return np.zeros(1, dtype=np.int32), np.zeros(0, dtype=np.uint8)
+        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
     offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1,
-                            offset=array.offset * 4)
+                            offset=array.offset * 4).astype(np.int64)
     data = array.buffers()[2]
     return offsets, np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(
         data, dtype=np.uint8)
 
 
+@njit(cache=True, parallel=True)
+def _hash_rows(offsets, data):
+    """A 64-bit hash of each string (FNV-1a over its bytes, then MurmurHash3's finalizer), as
+    int64: equal strings hash equal; two different ones collide with a chance of about 2**-64."""
+    n = offsets.size - 1
+    out = np.empty(n, dtype=np.int64)
+    blocks = min(64, n // 16384 + 1)
+    for b in prange(blocks):
+        for i in range(b * n // blocks, (b + 1) * n // blocks):
+            h = np.uint64(0xCBF29CE484222325)
+            for k in range(offsets[i], offsets[i + 1]):
+                h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+            h ^= h >> np.uint64(33)
+            h *= np.uint64(0xFF51AFD7ED558CCD)
+            h ^= h >> np.uint64(33)
+            h *= np.uint64(0xC4CEB9FE1A85EC53)
+            h ^= h >> np.uint64(33)
+            out[i] = np.int64(h)
+    return out
+
+
 def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
-              metrics: list[Metric], settings: Settings, complete: bool | None) -> Evaluation:
+              metrics: list[Metric], settings: Settings, complete: bool | None, *,
+              sid=None, verify=None) -> Evaluation:
     n_q = len(columns.qids)
     score = np.asarray(score)
     if score.dtype.kind not in "iuf" or len(score) != len(q) or len(d) != len(q):
         raise Fallback("scores are not numbers, or the columns differ in length")
+    import numba
+
     with _PARALLEL:
-        status, rank, returned, present, unjudged = _join(
-            q, d, score.astype(np.float64, copy=False), keys, key_code, columns.starts, jdoc,
-            n_q, *strings)
+        numba.set_num_threads(_threads())
+        status, rank, row_of, returned, present, unjudged = _join(
+            q, d, d if sid is None else sid, score.astype(np.float64, copy=False), keys,
+            key_code, columns.starts, jdoc, n_q, *strings)
     if status != OK:
         raise Fallback(REASONS[status])
+    if verify is not None:
+        verify(row_of)
     if np.unique(unjudged).size != unjudged.size:  # an unjudged query's rows apart: the numpy
         raise Fallback(REASONS[APART])  # path groups them (and finds a document twice across)
     chosen = np.flatnonzero(present) if complete is False else np.arange(n_q)
@@ -293,15 +383,18 @@ def _segments(q):
 
 
 @njit(cache=True, parallel=True)
-def _join(q, d, score, keys, key_code, starts, jdoc, n_q, offsets, data):
+def _join(q, d, sid, score, keys, key_code, starts, jdoc, n_q, offsets, data):
     """Every judgment's 0-based rank in the run (inf: not retrieved), the rows each judged query
     returned, which judged queries the run answers, and the ids of the run's unjudged queries
-    (one per segment); or a status other than OK, for what the exact path must see. Blocks of
-    segments run on all cores, each with its own hash table."""
+    (one per segment), and the row that matched each judgment (-1: none); or a status other than
+    OK, for what the exact path must see. Blocks of segments run on all cores, each with its own
+    hash table. `d` is each row's document key (an integer id, a code, a hash of the id), `sid`
+    where its id's string is (a code into `offsets`, or the row itself) for the tie-break."""
     seg = _segments(q)
     n_seg = seg.size - 1
     code = np.empty(n_seg, dtype=np.int64)
     rank = np.full(jdoc.size, np.inf)
+    row_of = np.full(jdoc.size, -1, dtype=np.int64)
     returned = np.zeros(n_q, dtype=np.int64)
     blocks = max(1, min(n_seg, 256))
     status = np.zeros(blocks, dtype=np.int64)
@@ -317,19 +410,19 @@ def _join(q, d, score, keys, key_code, starts, jdoc, n_q, offsets, data):
         bits = 4
         while (1 << bits) < need:
             bits += 1
-        status[b] = _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank,
-                                returned, offsets, data)
+        status[b] = _join_block(q, d, sid, score, seg, g0, g1, code, starts, jdoc, bits, rank,
+                                row_of, returned, offsets, data)
     present = np.zeros(n_q, dtype=np.bool_)
     n_unjudged = 0
     for b in range(blocks):
         if status[b] != OK:
-            return status[b], rank, returned, present, code[:0]
+            return status[b], rank, row_of, returned, present, code[:0]
     for g in range(n_seg):
         c = code[g]
         if c < 0:
             n_unjudged += 1
         elif present[c]:
-            return APART, rank, returned, present, code[:0]
+            return APART, rank, row_of, returned, present, code[:0]
         else:
             present[c] = True
     unjudged = np.empty(n_unjudged, dtype=np.int64)
@@ -338,12 +431,12 @@ def _join(q, d, score, keys, key_code, starts, jdoc, n_q, offsets, data):
         if code[g] < 0:
             unjudged[n_unjudged] = q[seg[g]]
             n_unjudged += 1
-    return OK, rank, returned, present, unjudged
+    return OK, rank, row_of, returned, present, unjudged
 
 
 @njit(cache=True)
-def _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank, returned, offsets,
-                data):
+def _join_block(q, d, sid, score, seg, g0, g1, code, starts, jdoc, bits, rank, row_of, returned,
+                offsets, data):
     """Segments g0:g1 of `_join`, with a hash table of 2**bits slots: each segment's judgments
     go in stamped with its number (so the table is never cleared), then its rows are looked up
     in rank order."""
@@ -361,12 +454,12 @@ def _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank, return
             v = score[i]
             if not (v - v == 0.0):  # NaN or infinite
                 return NOT_FINITE
-            if i > s and not _before(i - 1, i, score, d, offsets, data):
+            if i > s and not _before(i - 1, i, score, sid, offsets, data):
                 ordered = False
         if not ordered:
             if perm.size < e - s:
                 perm = np.empty(2 * (e - s), dtype=np.int64)
-            _order(s, e, score, d, perm, offsets, data)
+            _order(s, e, score, sid, perm, offsets, data)
         c = code[g]
         j0, j1 = (0, 0) if c < 0 else (starts[c], starts[c + 1])
         if c >= 0:
@@ -392,6 +485,7 @@ def _join_block(q, d, score, seg, g0, g1, code, starts, jdoc, bits, rank, return
                 return TWICE
             else:
                 rank[slot_val[h]] = p
+                row_of[slot_val[h]] = i
                 slot_val[h] = -1
     return OK
 

@@ -207,28 +207,56 @@ def test_cli_benchmarks(scifact_slice, searched, database_url, capsys):
 
 
 def test_score_benchmark_runs_every_tool_on_the_same_files_and_they_agree(tmp_path, capsys):
-    """`benchmark score` small: trec_eval built from ../shared/tools, pytrec_eval and ranx as
-    whole processes beside `searcheval score`, then in-process; the numbers must agree."""
+    """`benchmark score` small: trec_eval built from ../shared/tools, pytrec_eval (and ranx) as
+    whole processes beside `searcheval score` on each id space and a large run, then the public
+    API in-process; the numbers must agree."""
     from searcheval.bench import score
 
     lines: list[str] = []
     figures = score.benchmark_score(queries=60, depth=30, judged=8, repeat=1,
                                     trec_eval_source=ROOT.parent / "shared" / "tools" / "trec_eval",
-                                    directory=tmp_path, out=lines.append)
-    tools = ["searcheval", "trec_eval", "pytrec_eval", "ranx"]
-    assert list(figures["seconds"]) == tools
-    assert all(figures["seconds"][t] > 0 and figures["peak_bytes"][t] > 0 for t in tools)
-    assert figures["agree"] is True
-    assert figures["agreement"]["pytrec_eval"] <= 1e-9 and figures["agreement"]["ranx"] <= 1e-4
-    assert figures["agreement"]["trec_eval"] <= 5e-5  # trec_eval prints 4 decimals
+                                    directory=tmp_path, id_spaces=(1800, 40), large_queries=90,
+                                    ranx=True, out=lines.append)
+    cases = figures["cases"]
+    assert list(cases) == ["60 x 30, ids from 1,800 (an id per row)", "60 x 30, ids from 40",
+                           "90 x 30, ids from 2,700 (an id per row)"]
+    for label, case in cases.items():
+        tools = ["searcheval", "trec_eval"] + ([] if label.startswith("90") else
+                                               ["pytrec_eval", "ranx"])
+        assert list(case["seconds"]) == tools
+        assert all(case["seconds"][t] > 0 and case["peak_bytes"][t] > 0 for t in tools)
+        assert case["agree"] is True and case["agreement"]["trec_eval"] <= 5e-5
+        assert case["speedup_vs_trec_eval"] == pytest.approx(
+            case["seconds"]["trec_eval"] / case["seconds"]["searcheval"])
+    assert figures["speedup_vs_trec_eval"] == min(c["speedup_vs_trec_eval"]
+                                                  for c in cases.values())
+    assert lines[1].split()[:2] == ["run", "searcheval"]
+    assert [line.split(",")[0] for line in lines[2:5]] == ["60 x 30", "60 x 30", "90 x 30"]
+    # the generated files are what the run says: 60 queries x 30 results, 8 judged each, every
+    # row of the first its own document
+    run = (tmp_path / "q60-ids1800" / "run.trec").read_text().splitlines()
+    assert len(run) == 60 * 30 and len({line.split()[2] for line in run}) == 60 * 30
+    assert len((tmp_path / "q60-ids1800" / "qrels.trec").read_text().splitlines()) == 60 * 8
+    # in-process: every shape, the defaults and trec_compat, agreeing with pytrec_eval
+    assert set(figures["in_process"]) == {"dicts", "DataFrame, string ids",
+                                          "DataFrame, integer ids", "numpy arrays, integer ids"}
     assert figures["in_process_agreement"] <= 1e-9
-    assert lines[2].split()[:2] == ["tool", "seconds"]
-    assert [line.split()[0] for line in lines[3:7]] == tools
-    # the generated files are what the run says: 60 queries x 30 results, 8 judged each
-    assert len((tmp_path / "run.trec").read_text().splitlines()) == 60 * 30
-    assert len((tmp_path / "qrels.trec").read_text().splitlines()) == 60 * 8
-    ratio = figures["seconds"]["trec_eval"] / figures["seconds"]["searcheval"]
-    assert figures["speedup_vs_trec_eval"] == pytest.approx(ratio)
+    assert figures["in_process_defaults_agreement"] <= 1e-12
+
+
+def test_the_generator_draws_distinct_documents_with_popular_ones():
+    """Each query's documents are distinct; a small space is used whole and its low numbers
+    (the popular documents) come up more often than its high ones."""
+    import numpy as np
+
+    from searcheval.bench.score import document_ids, draw_documents
+
+    values = draw_documents(np.random.default_rng(0), 500, 60, 200)
+    assert all(len(set(row)) == 60 for row in values.tolist())
+    counts = np.bincount(values.ravel(), minlength=200)
+    assert counts[:20].sum() > counts[-20:].sum()
+    ids = document_ids(np.arange(1000), 1000).to_pylist()
+    assert len(set(ids)) == 1000 and len({len(i) for i in ids}) > 1  # distinct, varying length
 
 
 def test_score_benchmark_refuses_bad_counts(capsys):

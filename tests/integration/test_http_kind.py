@@ -203,3 +203,21 @@ def test_the_backend_benchmark_measures_both_clients_at_both_concurrencies(tmp_p
                                                / rows[("searcheval http", 1)]["qps"])
     out = capsys.readouterr().out
     assert "goal: concurrency 4 >= 4x" in out and "goal: client overhead p50 < 1 ms" in out
+
+
+def test_the_backend_benchmark_at_scale_measures_against_the_services_capacity(tmp_path):
+    """`benchmark backend --scale` small: both clients at one concurrency, the share is the
+    ratio of their queries per second, and no client beats the service's sleep."""
+    from searcheval.bench.backend import benchmark_backend_scale
+
+    lines: list[str] = []
+    figures = benchmark_backend_scale(ROOT, queries=24, concurrency=4, delay_ms=20, rounds=1,
+                                      log_dir=tmp_path, out=lines.append)
+    rows = figures["rows"]
+    assert set(rows) == {"searcheval http", "bare httpx"}
+    for r in rows.values():
+        assert r["round_trip_p50"] >= 20 and r["qps"] <= 4 * 1000 / 20
+    assert figures["share_of_capacity"] == pytest.approx(rows["searcheval http"]["qps"]
+                                                         / rows["bare httpx"]["qps"])
+    assert figures["overhead_p50"] == rows["searcheval http"]["overhead_p50"]
+    assert lines[-1].startswith("goal: >= 90% of the service's capacity")

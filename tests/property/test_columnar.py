@@ -268,24 +268,98 @@ def test_a_dict_of_arrays_with_a_bad_score_is_refused_by_the_exact_path():
 
 
 def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path, monkeypatch):
-    """Streaming a run against many judged queries, no chunk looks its ids up in a hash of every
-    judged id (a million judged queries made scoring quadratic once): each lookup's table is at
-    most a chunk's own ids. 40,000 judged queries; the file is parsed in blocks of 256 KiB, so
-    its 200,000 lines come in chunks of about 11,000 rows (2,200 queries) each."""
+    """Streaming a run against many judged queries, no chunk hashes more ids than its own (a
+    million judged queries made scoring quadratic once; a hash table of every id of the run was
+    most of the work with an id per row): each chunk's ids are hashed once, the judgments' once
+    for the whole run. 40,000 judged queries; the file is parsed in blocks of 256 KiB, so its
+    200,000 lines come in chunks of about 11,000 rows (2,200 queries) each."""
     from searcheval.metrics import columnar
 
     long_run(tmp_path, 40_000, depth=5)
     chunks = [c.q.size for c in iter_run_chunks(tmp_path / "run", rows=100)]
     assert len(chunks) >= 8
-    tables: list[int] = []
-    real = columnar._codes
+    hashed: list[int] = []
+    real = columnar.string_hashes
 
-    def spy(values, value_set):
-        tables.append(len(value_set))
-        return real(values, value_set)
+    def spy(strings):
+        hashed.append(len(strings))
+        return real(strings)
 
-    monkeypatch.setattr(columnar, "_codes", spy)
+    monkeypatch.setattr(columnar, "string_hashes", spy)
     ours = evaluate_files(tmp_path / "qrels", tmp_path / "run", ["ndcg@10"], chunk_rows=100)
     assert len(ours.query_ids) == 40_000
-    assert len(tables) >= len(chunks)  # a lookup (at least) per chunk
-    assert max(tables) <= max(chunks)  # never the 40,000 judged queries' ids
+    assert sorted(hashed) == sorted(chunks)  # each chunk's ids once, nothing else per chunk
+
+
+long_ids = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF,
+                                 blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")),
+                   min_size=1, max_size=40)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(long_ids, min_size=2, max_size=25, unique=True), st.data())
+def test_ids_of_any_length_give_the_dict_engines_numbers(tmp_path_factory, ids, data):
+    """Document ids of 1 to 40 characters, UTF-8 of 1 to 3 bytes each (the file path hashes them
+    eight bytes at a time: a word, two, five), ties among them, chunk boundaries anywhere."""
+    qrels = data.draw(st.dictionaries(qids, st.dictionaries(st.sampled_from(ids),
+                                                            st.integers(0, 3), min_size=1,
+                                                            max_size=8), min_size=1, max_size=5))
+    run = data.draw(st.dictionaries(qids, st.dictionaries(st.sampled_from(ids),
+                                                          st.sampled_from([0.5, 1.0, 2.0]),
+                                                          min_size=1, max_size=12),
+                                    min_size=1, max_size=5))
+    if not any(q in qrels for q in run):
+        return
+    path = tmp_path_factory.mktemp("ids")
+    write(path, qrels, run, sort_run=data.draw(st.booleans()))
+    rows = data.draw(st.sampled_from([1, 5, 10**6]))
+    ours = evaluate_files(path / "qrels", path / "run", METRICS, complete=False, chunk_rows=rows)
+    same(ours, evaluate(qrels, run, METRICS, complete=False))
+
+
+@settings(deadline=None)
+@given(st.lists(long_ids, min_size=1, max_size=60, unique=True), st.integers(0, 5))
+def test_string_hashes_are_the_strings(ids, skip):
+    """Equal ids hash equal wherever they sit in an array (a slice too); these distinct ones
+    hash apart."""
+    import pyarrow as pa
+
+    from searcheval.io.trec import string_hashes
+
+    whole = pa.array(["x" * skip, *ids, *ids])
+    hashes = string_hashes(whole.slice(1))
+    assert hashes[:len(ids)].tolist() == hashes[len(ids):].tolist()
+    assert len(set(hashes[:len(ids)].tolist())) == len(ids)
+
+
+def test_ids_with_one_hash_are_scored_by_the_exact_path(tmp_path, monkeypatch):
+    """Two different ids of one query with the same hash (forced here: every id hashes to its
+    length) are sent to the exact path: the numbers stay the dict engine's."""
+    import searcheval.io.trec as trec
+    from searcheval.metrics import columnar
+
+    def by_length(strings):
+        offsets = np.asarray(strings.value_lengths() if hasattr(strings, "value_lengths")
+                             else [len(s.as_py().encode()) for s in strings])
+        return offsets.astype(np.uint64)
+
+    monkeypatch.setattr(columnar, "string_hashes", by_length)
+    monkeypatch.setattr(trec, "string_hashes", by_length)
+    qrels = {"q1": {"ab": 2, "cd": 0, "x": 1}, "q2": {"ef": 1}}
+    run = {"q1": {"ab": 1.0, "zz": 3.0, "cd": 2.0}, "q2": {"gh": 1.0, "ef": 0.5}}
+    write(tmp_path, qrels, run, sort_run=True)
+    same(evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS, complete=False),
+         evaluate(qrels, run, METRICS, complete=False))
+
+
+def test_string_hashes_of_a_long_array_are_those_of_its_parts():
+    """Past HASH_BLOCK strings the hashes are computed a block at a time: the same values."""
+    import pyarrow as pa
+
+    from searcheval.io import trec
+
+    strings = pa.array([f"D{i * 7919 % 100003}x" * (1 + i % 3) for i in range(trec.HASH_BLOCK + 999)])
+    whole = trec.string_hashes(strings)
+    for at in (0, 1, trec.HASH_BLOCK - 1, trec.HASH_BLOCK, len(strings) - 1):
+        assert whole[at] == trec.string_hashes(strings.slice(at, 1))[0]
+    assert len(set(whole.tolist())) == len(set(strings.to_pylist()))

@@ -335,3 +335,75 @@ def test_ids_the_numpy_readers_once_mangled_give_the_dict_engines_numbers():
                   "score": np.array([1.0, 2.0])} | short
         with pytest.raises(InputError, match="one length"):
             _judged(QRELS).evaluate(uneven)
+
+
+string_ids = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF,
+                                   blacklist_categories=("Cs", "Zs", "Zl", "Zp", "Cc")),
+                     min_size=1, max_size=30)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(string_ids, min_size=2, max_size=20, unique=True), st.data(),
+       st.sampled_from([None, False, True]), st.booleans())
+def test_string_ids_hashed_in_place_give_the_dict_engines_numbers(ids, data, complete, compat):
+    """A DataFrame of string ids takes the hashed join (`kernel.evaluate_hashed`): each row's id
+    hashed where it lies, ties broken by the ids' bytes. Ids of 1 to 30 characters (1 to 3 bytes
+    each), ties, unsorted rows, unjudged queries: the dict engine's numbers."""
+    import pandas as pd
+
+    import searcheval
+
+    qids = st.sampled_from(["q1", "q2", "q10", "é"])
+    qrels = data.draw(st.dictionaries(qids, st.dictionaries(st.sampled_from(ids),
+                                                            st.integers(0, 3), min_size=1,
+                                                            max_size=8), min_size=1, max_size=4))
+    run = data.draw(st.dictionaries(qids, st.dictionaries(st.sampled_from(ids), scores,
+                                                          min_size=1, max_size=15),
+                                    min_size=1, max_size=4))
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    order = data.draw(st.sampled_from(["sorted", "given", "shuffled"]))
+    run_frame = pd.DataFrame(rows(run, order, rng), columns=["query_id", "doc_id", "score"])
+    qrels_frame = pd.DataFrame(rows(qrels, "given", rng), columns=["query_id", "doc_id", "grade"])
+    conventions = Settings(trec_compat=compat)
+    got = searcheval.Evaluator(qrels_frame, METRICS, trec_compat=compat).evaluate(
+        run_frame, complete=complete)
+    expected = evaluate(qrels, run, METRICS, conventions, complete=complete)
+    assert got.query_ids == expected.query_ids and got.counts == expected.counts
+    for name in METRICS:
+        np.testing.assert_allclose(got.values[name], expected.values[name], rtol=0, atol=1e-12,
+                                   err_msg=name)
+
+
+@pytest.mark.parametrize("run", [
+    {"q1": {"ab": 1.0, "cd": 2.0}},  # two ids of one query with one hash: a document "twice"
+    {"q1": {"cd": 1.0, "x": 0.5}},  # a judged id's hash met on another id: the check refuses
+])
+def test_string_ids_with_one_hash_are_scored_by_the_exact_numbers(monkeypatch, run):
+    """Collisions forced (every id hashes to its length): the hashed join hands them on
+    (`Fallback`), and the numbers stay the dict engine's."""
+    import pandas as pd
+
+    import searcheval
+
+    def by_length(offsets, data):
+        return np.diff(offsets).astype(np.int64)
+
+    monkeypatch.setattr(kernel, "_hash_rows", by_length)
+    qrels = {"q1": {"ab": 2, "y": 1}}
+    frame = pd.DataFrame(rows(run, "given", None), columns=["query_id", "doc_id", "score"])
+    qrels_frame = pd.DataFrame(rows(qrels, "given", None), columns=["query_id", "doc_id", "grade"])
+    import pyarrow as pa
+
+    from searcheval.metrics.columnar import _as_arrow
+
+    evaluator = searcheval.Evaluator(qrels_frame, METRICS)
+    columns = evaluator._columnar
+    with pytest.raises(Fallback):
+        kernel.evaluate_hashed(columns, pa.array(columns.qids, type=pa.string()),
+                               frame["query_id"], _as_arrow(frame["doc_id"]),
+                               frame["score"].to_numpy(), parse_metrics(METRICS), Settings(),
+                               complete=None)
+    got = evaluator.evaluate(frame)
+    expected = evaluate(qrels, run, METRICS)
+    for name in METRICS:
+        np.testing.assert_allclose(got.values[name], expected.values[name], rtol=0, atol=1e-12)
