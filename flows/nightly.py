@@ -43,6 +43,7 @@ from searcheval.evaluation.report import (
 from searcheval.io.collection import collection_hashes
 from searcheval.judging.judgments import judgment_set
 from searcheval.metrics.engine import parse_metrics
+from searcheval.project import find_project, resolve_run, run_settings
 from searcheval.rankers.configs import load_configurations
 from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection
@@ -83,23 +84,23 @@ def run_kind() -> str:
 
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
-    fixtures: str | None = defaults.FIXTURES,
+    fixtures: str | None = None,
     dataset: str | None = None,
-    split: str = defaults.SPLIT,
+    split: str | None = None,
     max_queries: int | None = None,
-    baseline: str | None = defaults.BASELINE,
+    baseline: str | None = None,
     no_baseline: bool = False,
     configurations: ConfigurationNames = None,
-    configurations_file: str = defaults.CONFIGURATIONS_FILE,
+    configurations_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     candidate: str | None = None,
-    depth: int = defaults.DEPTH,
+    depth: int | None = None,
     metrics: MetricNames = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
-    coverage_k: int = defaults.COVERAGE_K,
+    coverage_k: int | None = None,
     coverage_floor: float | None = None,
     max_age_days: int | None = defaults.MAX_AGE_DAYS,
-    min_per_category: int = defaults.MIN_PER_CATEGORY,
+    min_per_category: int | None = None,
     output: str | None = defaults.OUTPUT,
     model_path: str | None = None,
     label: str | None = None,
@@ -115,9 +116,11 @@ def nightly(
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
     snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
     kind: str | None = None,
-    judgment_rule: str = defaults.JUDGMENT_RULE,
-    agreement_floor: float = defaults.AGREEMENT_FLOOR,
+    judgment_rule: str | None = None,
+    agreement_floor: float | None = None,
     allow_dirty: bool = True,
+    dataset_name: str | None = None,
+    sources: dict[str, str] | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -131,11 +134,12 @@ def nightly(
     report is.
 
     Args:
-        fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
-            judgments.csv), relative to the project folder; ignored when dataset or mapping
-            is set.
-        dataset: A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures'
-            layout, told by its files.
+        fixtures: A folder in the fixtures' layout (catalog.json, golden_queries.json,
+            judgments.csv); ignored when dataset or mapping is set.
+        dataset: A dataset of the project settings (its name), or a dataset folder: BEIR,
+            WANDS or the fixtures' layout, told by its files. Empty (with fixtures and mapping
+            empty): the project's default dataset. Every empty option below takes the
+            dataset's project setting, else the library's default (searcheval.project).
         split: The BEIR qrels split to judge with (qrels/<split>.tsv).
         max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty
             for all.
@@ -191,10 +195,40 @@ def nightly(
             run alerts.
         allow_dirty: Run from a working tree with uncommitted changes (false for the
             scheduled deployment, so the nightly always measures a commit).
+        dataset_name: The dataset's identity when its folder declares none (set from the
+            project settings).
+        sources: Where options came from when not from the caller (set by the command line
+            from the project settings); the report prints them.
     """
     logger = get_run_logger()
     run_id = new_run_id()
     started = datetime.now(timezone.utc)
+    try:
+        options = resolve_run({
+            "fixtures": fixtures, "dataset": dataset, "mapping": mapping, "split": split,
+            "max_queries": max_queries, "configurations_file": configurations_file,
+            "baseline": baseline, "depth": depth, "coverage_floor": coverage_floor,
+            "coverage_k": coverage_k, "tolerance": tolerance,
+            "min_per_category": min_per_category, "agreement_floor": agreement_floor,
+            "judgment_rule": judgment_rule, "alert_block": alert_block, "gain": gain,
+            "relevance_level": relevance_level, "no_relevant": no_relevant,
+            "grade_scale": grade_scale, "grade_map": grade_map},
+            project=find_project(), given_sources=sources).values
+    except InputError as exc:
+        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
+    fixtures, dataset, mapping, split = (options[k] for k in ("fixtures", "dataset", "mapping",
+                                                              "split"))
+    max_queries, configurations_file, baseline = (
+        options["max_queries"], options["configurations_file"], options["baseline"])
+    depth, coverage_floor, coverage_k, tolerance = (
+        options["depth"], options["coverage_floor"], options["coverage_k"], options["tolerance"])
+    min_per_category, agreement_floor, judgment_rule, alert_block = (
+        options["min_per_category"], options["agreement_floor"], options["judgment_rule"],
+        options["alert_block"])
+    gain, relevance_level, no_relevant, grade_scale, grade_map = (
+        options[k] for k in ("gain", "relevance_level", "no_relevant", "grade_scale",
+                             "grade_map"))
+    dataset_name, sources = dataset_name or options["dataset_name"], options["sources"]
     request = RunRequest(
         fixtures=fixtures, dataset=dataset, mapping=mapping, split=split, max_queries=max_queries,
         grade_map=grade_map, grade_scale=grade_scale, baseline=baseline, no_baseline=no_baseline,
@@ -205,7 +239,7 @@ def nightly(
         max_age_days=max_age_days, min_per_category=min_per_category, shards=shards,
         embed_batch=embed_batch, gain=gain, relevance_level=relevance_level,
         no_relevant=no_relevant, alert_block=alert_block, judgment_rule=judgment_rule,
-        agreement_floor=agreement_floor)
+        agreement_floor=agreement_floor, dataset_name=dataset_name, sources=sources)
     checked = t.preflight(request)
     code = provenance.code_state(project_directory())
     try:
@@ -292,7 +326,8 @@ def nightly(
         model=embedded.model, scores=scores, gate=verdict, validation=report.to_dict(),
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
-        conventions=conventions.to_dict(),
+        conventions={**conventions.to_dict(), "settings": run_settings(
+            options, sources, collection, depth=depth, project=find_project())},
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),

@@ -26,6 +26,7 @@ from searcheval.cli.common import (
 )
 from searcheval.cli.diff import add_diff
 from searcheval.cli.history import add_history
+from searcheval.cli.init import add_init
 from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
@@ -35,7 +36,7 @@ from searcheval.cli.ui import add_ui
 from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
-COMMANDS: list[Callable] = [add_run, add_score, add_validate, add_baseline, add_history,
+COMMANDS: list[Callable] = [add_init, add_run, add_score, add_validate, add_baseline, add_history,
                             add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
                             add_diff, add_ui]
 

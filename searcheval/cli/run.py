@@ -27,22 +27,29 @@ from searcheval.errors import InputError
 
 
 def run_request(args: argparse.Namespace):
-    """The run the flags ask for, as the preflight checks it (and the flow's parameters)."""
+    """The run the flags ask for, resolved over the project settings (searcheval.project), as
+    the preflight checks it (and the flow's parameters)."""
     from searcheval.evaluation.preflight import RunRequest
+    from searcheval.io.settings import parse_grade_map
+    from searcheval.project import RUN_DEFAULTS, resolve_run
 
-    request = RunRequest(**collection_arguments(args), max_queries=args.max_queries,
-                         gain=args.gain, relevance_level=args.relevance_level,
-                         no_relevant=args.no_relevant, coverage_floor=args.coverage_floor,
-                         baseline=str(args.baseline), no_baseline=args.no_baseline,
-                         tolerance=args.tolerance, alert_block=args.alert_block,
-                         min_per_category=args.min_per_category, shards=args.shards,
-                         embed_batch=args.embed_batch, judgment_rule=args.judgment_rule,
-                         agreement_floor=args.agreement_floor)
+    from searcheval.cli.common import current_project
+
+    given = {name: getattr(args, name, None) for name in RUN_DEFAULTS}
+    for name in ("fixtures", "dataset", "mapping", "baseline", "configurations_file", "output"):
+        value = getattr(args, name, None)
+        given[name] = str(value) if value is not None else None
+    given["grade_map"] = dict(parse_grade_map(args.grade_map)) if args.grade_map else None
+    resolved = resolve_run(given, project=current_project())
+    values = dict(resolved.values)
+    args.output = Path(values.pop("output"))
+    request = RunRequest(**values, no_baseline=args.no_baseline, shards=args.shards,
+                         embed_batch=args.embed_batch)
+    request.resolved_entry = resolved.entry
     if args.configurations is not None:
         request.configurations = [c.strip() for c in args.configurations.split(",")]
     from searcheval.rankers.configs import parse_assignment
 
-    request.configurations_file = str(args.configurations_file)
     request.overrides = dict(parse_assignment(text) for text in args.set or []) or None
     request.candidate = args.candidate
     return request
@@ -54,9 +61,14 @@ def flow_parameters(request, args: argparse.Namespace) -> dict:
         "baseline", "no_baseline", "configurations", "tolerance", "coverage_floor",
         "min_per_category", "shards", "embed_batch", "gain", "relevance_level", "no_relevant",
         "alert_block", "judgment_rule", "agreement_floor", "configurations_file", "overrides",
-        "candidate")}
+        "candidate", "depth", "coverage_k", "max_age_days", "dataset_name", "sources")}
     if request.dataset is not None or request.mapping is not None:
         params["fixtures"] = None
+    from searcheval.project import RUN_DEFAULTS
+
+    for name in RUN_DEFAULTS:  # a library default: the flow resolves it again, as a default
+        if name not in (request.sources or {}) and name in params and name != "max_age_days":
+            params[name] = None
     return {**params, "output": str(args.output), "label": args.label}
 
 
@@ -207,25 +219,33 @@ def add_run(sub) -> None:
     p.add_argument("--coverage-floor", type=float,
                    help="judged share of each configuration's top 10 below which the run alerts "
                         f"(default: the dataset's setting, else {defaults.COVERAGE_FLOOR})")
-    p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
+    p.add_argument("--coverage-k", type=int,
+                   help="depth of the judged share (default: the project's setting, else "
+                        f"{defaults.COVERAGE_K})")
+    p.add_argument("--depth", type=int,
+                   help="results per query (default: the project's setting, else "
+                        f"{defaults.DEPTH})")
+    p.add_argument("--judgment-rule",
                    help="effective grade of a pair: each judge's latest, then median | majority | "
-                        f"judge:NAME (default {defaults.JUDGMENT_RULE})")
-    p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
+                        "judge:NAME; judge:dataset counts the dataset's own qrels only (default: "
+                        f"the project's setting, else {defaults.JUDGMENT_RULE})")
+    p.add_argument("--agreement-floor", type=float,
                    help="Krippendorff's alpha between judges below which the run alerts "
-                        f"(default {defaults.AGREEMENT_FLOOR})")
-    p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
+                        f"(default: the project's setting, else {defaults.AGREEMENT_FLOOR})")
+    p.add_argument("--min-per-category", type=int,
                    help="fewest golden queries a category may have "
-                        f"(default {defaults.MIN_PER_CATEGORY})")
-    p.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
-                   help=f"the reviewed baseline the gate compares with (default {defaults.BASELINE})")
+                        f"(default: the project's setting, else {defaults.MIN_PER_CATEGORY})")
+    p.add_argument("--baseline", type=Path,
+                   help="the reviewed baseline the gate compares with (default: the project's "
+                        f"setting, else {defaults.BASELINE})")
     p.add_argument("--no-baseline", action="store_true",
                    help="score only, no gate, on purpose: the run says NOT GATED (otherwise a "
                         "missing baseline, or one whose configuration is not run, is refused)")
     p.add_argument("--tolerance", type=float,
                    help="override the baseline's tolerance: a finite absolute drop in "
                         f"0..{defaults.MAX_TOLERANCE:g}")
-    p.add_argument("--configurations-file", type=Path, default=Path(defaults.CONFIGURATIONS_FILE),
-                   help="the configurations that can run (default "
+    p.add_argument("--configurations-file", type=Path,
+                   help="the configurations that can run (default: the project's setting, else "
                         f"{defaults.CONFIGURATIONS_FILE})")
     p.add_argument("--configurations", help="comma-separated names from the configurations file "
                    "(default: its `run` list)")
@@ -235,9 +255,9 @@ def add_run(sub) -> None:
     p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
                    help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
                         "(repeatable; the value is read as YAML)")
-    p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
+    p.add_argument("--output", type=Path,
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
-                        f"(default {defaults.OUTPUT})")
+                        f"(default: the project's setting, else {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
     p.add_argument("--snapshot-depth", type=int, default=defaults.SNAPSHOT_DEPTH,
                    help="ranks of each ranked list kept in Postgres for diffs "

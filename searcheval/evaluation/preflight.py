@@ -84,6 +84,10 @@ class RunRequest:
     alert_block: str | None = None
     judgment_rule: str = defaults.JUDGMENT_RULE
     agreement_floor: float = defaults.AGREEMENT_FLOOR
+    dataset_name: str | None = None  # the project's name of the dataset (its identity, unless
+    # the dataset declares one: searcheval.project)
+    sources: dict[str, str] | None = None  # option -> where its value came from, when not the
+    # command line (a project setting: searcheval.project.resolve_options)
     # whether a Prefect block "type/name" exists: given by the flow (the library never imports
     # Prefect); None checks the block's name only
     block_exists: Callable[[str], bool] | None = None
@@ -105,7 +109,8 @@ class RunRequest:
                 self._loaded["collection"] = load_collection(
                     fixtures=None if chosen else self.fixtures, dataset=self.dataset,
                     mapping=self.mapping, split=self.split, max_queries=self.max_queries,
-                    grade_map=self.grade_map, grade_scale=self.grade_scale)
+                    grade_map=self.grade_map, grade_scale=self.grade_scale,
+                    name=self.dataset_name)
             except InputError as exc:
                 self._loaded["collection"] = None
                 self._loaded["collection_error"] = exc
@@ -416,7 +421,7 @@ def check_conventions(request: RunRequest) -> list[InputError]:
         request._loaded["conventions"] = resolve_conventions(
             collection, gain=request.gain, relevance_level=request.relevance_level,
             no_relevant=request.no_relevant, coverage_floor=request.coverage_floor,
-            coverage_k=request.coverage_k)
+            coverage_k=request.coverage_k, sources=request.sources)
     except InputError as exc:
         return [exc]
     except (TypeError, ValueError) as exc:  # an option of the wrong type (check_numbers names it)

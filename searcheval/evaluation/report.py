@@ -268,7 +268,10 @@ def markdown_report(result: EvaluationResult) -> str:
     w(f"- source: `{result.source}`\n- started: {result.started_at.isoformat(timespec='seconds')}\n")
     if result.label:
         w(f"- label: {result.label}\n")
-    w(f"- model: {result.model}\n")
+    if model_ran(result):
+        w(f"- model: {result.model}\n")
+    else:
+        w("- model: none (no configuration read vectors)\n")
     if result.embeddings:
         seconds = ((result.cost or {}).get("embedding") or {}).get("seconds")
         w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
@@ -286,6 +289,12 @@ def markdown_report(result: EvaluationResult) -> str:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
             w(f"- {line}\n")
+        if result.conventions.get("settings"):
+            from searcheval.project import settings_report_lines
+
+            w("\n## Settings\n\n")
+            for line in settings_report_lines(result.conventions["settings"]):
+                w(f"- {line}\n")
     w("\n## Metrics\n\n")
     metrics = list(next(iter(result.scores.values())).means) if result.scores else []
     w("| configuration | " + " | ".join(metrics) + " | p50 ms | p95 ms | p99 ms |\n")
@@ -578,6 +587,12 @@ def judging_markdown(judging: dict, scores: dict) -> str:
                     grades = ", ".join(f"{_cell(k)}={v}" for k, v in d["grades"].items())
                     w(f"| {d['query_id']} | {d['doc_id']} | {grades} |\n")
     return out.getvalue()
+
+
+def model_ran(result: EvaluationResult) -> bool:
+    """Whether the run used its embedding model (embedded texts or read cached vectors)."""
+    stats = result.embeddings or {}
+    return bool(stats.get("embedded") or stats.get("from_cache") or stats.get("documents"))
 
 
 def conventions_lines(conventions: dict) -> list[str]:

@@ -41,13 +41,14 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                     max_queries: int | None = None,
                     grade_map: tuple[tuple[str, int], ...] | dict | None = None,
                     grade_scale: tuple[int, int] | list[int] | None = None,
-                    database_url: str | None = None) -> Collection:
+                    database_url: str | None = None, name: str | None = None) -> Collection:
     """Exactly one of: the seed fixtures' folder, a dataset folder (layout detected:
     `dataset_layout`) or a mapping file (`searcheval.io.mapped`).
 
     `split` is the BEIR qrels split; `max_queries` keeps the first N queries (BEIR, WANDS, mapped);
     `grade_map` (text label -> grade: WANDS, mapped) and `grade_scale` ([lowest, highest]) override
-    the dataset's settings; `database_url` is where a mapping's SQL tables live."""
+    the dataset's settings; `database_url` is where a mapping's SQL tables live; `name` is the
+    dataset's identity when it declares none (a project names its datasets: searcheval.project)."""
     given = [name for name, value in (("fixtures", fixtures), ("dataset", dataset),
                                       ("mapping", mapping)) if value is not None]
     if len(given) != 1:
@@ -59,7 +60,7 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                                       split=split, max_queries=max_queries, grade_map=grade_map,
                                       grade_scale=grade_scale, database_url=database_url))
     # the catalog's identity in Postgres: a declared name, else the content's fingerprint
-    collection.declared_name = collection.declared_name or collection.settings.name
+    collection.declared_name = collection.declared_name or collection.settings.name or name
     collection.fingerprint = resources_fingerprint(collection.resources)
     return collection
 
