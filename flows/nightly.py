@@ -43,7 +43,8 @@ from searcheval.evaluation.report import (
 from searcheval.io.collection import collection_hashes
 from searcheval.judging.judgments import judgment_set
 from searcheval.metrics.engine import parse_metrics
-from searcheval.project import find_project, resolve_run, run_settings
+from searcheval.judging.summary import pool_command
+from searcheval.project import find_project, pool_flags, project_key, resolve_run, run_settings
 from searcheval.rankers.configs import load_configurations
 from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection
@@ -319,6 +320,7 @@ def nightly(
                     if candidate and candidate in scores and resolved.served in scores else None)
     judging = pipeline.judging_summary(runs, fresh, qrels, tuple(metrics), conventions.settings(),
                                        run_id, coverage, coverage_k, effective, agreement_floor)
+    judging["pool"]["command"] = pool_command(run_id, coverage_k, pool_flags(options, output))
 
     result = EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
@@ -340,7 +342,8 @@ def nightly(
     published = t.publish(opaque(result), opaque(runs), output, opaque(qrels),
                           snapshot_retention)
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
-    where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+    where = f"{output}/{run_id}/report.md" if output else \
+        f"artifact {project_key(t.REPORT_ARTIFACT, t.result_project(result))}"
     line = verdict_line(result, where)
     logger.info("run %s: %s", run_id, line)
     emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows

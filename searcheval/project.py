@@ -116,7 +116,8 @@ class Project:
         """The entry whose data is this folder or file, if any."""
         target = Path(path).resolve()
         for entry in self.datasets.values():
-            if entry.location == location and Path(entry.path).resolve() == target:
+            if (entry.location == "mapping") == (location == "mapping") \
+                    and Path(entry.path).resolve() == target:
                 return entry
         return None
 
@@ -307,8 +308,7 @@ def which_dataset(project: Project | None, *, fixtures=None, dataset=None, mappi
     if given:
         kind, value = given[0]
         value = str(value)
-        if kind == "dataset" and project is not None and value in project.datasets \
-                and not Path(value).is_dir():
+        if kind == "dataset" and project is not None and value in project.datasets:
             entry = project.datasets[value]
             return entry.location, entry.path, entry
         entry = project.entry_at(kind, value) if project is not None else None
@@ -547,3 +547,100 @@ def settings_report_lines(settings: Mapping[str, Any]) -> list[str]:
                 value = "judge:dataset (the dataset's own qrels only)"
             out.append(f"{label}: {value} ({entry['source']})")
     return out
+
+
+def pool_flags(values: Mapping[str, Any], output: str | None) -> str:
+    """The flags of `searcheval judgments pool` that name a run's dataset and output folder:
+    the project dataset's name when it came from the project settings (run the command in the
+    project folder), else its folder or mapping, and the run's output folder."""
+    import shlex
+
+    sources = values.get("sources") or {}
+    kind = next((k for k in LOCATIONS if values.get(k) is not None), None)
+    flags = []
+    if kind is not None:
+        if values.get("dataset_name") and not str(sources.get(kind, "")).startswith(PARAMETER):
+            flags += ["--dataset", str(values["dataset_name"])]
+        else:
+            flags += [f"--{kind}", str(Path(values[kind]).resolve())]
+            if values.get("split") and values.get("split") != defaults.SPLIT:
+                flags += ["--split", str(values["split"])]
+    if output:
+        flags += ["--run-output", str(Path(output).resolve())]
+    return " ".join(shlex.quote(f) for f in flags)
+
+
+def project_key(base: str, project: str | None) -> str:
+    """An artifact key of `project`: `searcheval-metrics` -> `acme-metrics`. The example project
+    is named `searcheval`, so its keys keep their shape; no project: the key as it is."""
+    if not project or not base.startswith("searcheval"):
+        return base
+    return project.lower() + base[len("searcheval"):]
+
+
+# --------------------------------------------------------------------------- deployments
+
+NIGHTLY_ENTRYPOINT = "flows/nightly.py:nightly"
+
+
+def _under(path: str | None, folder: Path) -> str | None:
+    if path is None:
+        return None
+    try:
+        return str(Path(path).relative_to(folder))
+    except ValueError:
+        return str(path)
+
+
+def deployment_entries(project: Project) -> list[dict]:
+    """The nightly deployments of a project, as `deployments:` entries of a prefect.yaml (what
+    `searcheval serve` serves for a project folder, and what the example project's
+    deploy/prefect.yaml holds: tests tie them). Per dataset: `nightly` on its `schedule` (a
+    dataset with none has no nightly), and `ranking-change` by hand. The default dataset's keep
+    those names; another's are suffixed with its name. Parameters name the dataset only: the
+    flow reads everything else from the settings when it runs, so a change of the settings is a
+    change of the nightly."""
+    out = []
+    default = project.entry().name if (project.default_dataset or len(project.datasets) == 1) \
+        else None
+    for entry in project.datasets.values():
+        suffix = "" if entry.name == default else f"-{entry.name}"
+        output = _under(entry.get("output") or str(project.folder / defaults.OUTPUT),
+                        project.folder)
+        if entry.schedule is not None:
+            out.append({
+                "name": f"nightly{suffix}",
+                "description": f"Every night ({entry.schedule['cron']} "
+                               f"{entry.schedule['timezone']}): dataset {entry.name} of project "
+                               f"{project.name}, gated against its baseline; the run ends "
+                               "Failed when the gate trips.",
+                "entrypoint": NIGHTLY_ENTRYPOINT,
+                "tags": [project.name, "nightly"],
+                "schedules": [dict(entry.schedule)],
+                "parameters": {"dataset": entry.name, "output": f"{output}/nightly",
+                               "label": "nightly", "allow_dirty": False},
+            })
+        out.append({
+            "name": f"ranking-change{suffix}",
+            "description": f"By hand or from CI after a ranking change: dataset {entry.name} of "
+                           f"project {project.name}, labelled with the ranking version.",
+            "entrypoint": NIGHTLY_ENTRYPOINT,
+            "tags": [project.name, "ranking-change"],
+            "schedules": None,
+            "parameters": {"dataset": entry.name, "output": f"{output}/ranking-change",
+                           "label": "manual", "candidate": None},
+        })
+    return out
+
+
+def deployments_yaml(project: Project) -> str:
+    """A prefect.yaml for `prefect deploy` of the project's deployments (run from the folder of
+    searcheval's flows; SEARCHEVAL_SETTINGS names the project's settings to the worker)."""
+    import yaml
+
+    document = {"name": project.name, "deployments": [
+        {**entry, "work_pool": {"name": "searcheval", "work_queue_name": "default",
+                                "job_variables": {"env": {SETTINGS_ENV: str(project.file)}}}}
+        for entry in deployment_entries(project)]}
+    return ("# generated by `searcheval deployments` from " + str(project.file)
+            + ": edit the settings, not this file\n" + yaml.safe_dump(document, sort_keys=False))

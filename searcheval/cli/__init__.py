@@ -31,14 +31,14 @@ from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
 from searcheval.cli.score import add_score
-from searcheval.cli.serve import add_serve
+from searcheval.cli.serve import add_deployments, add_serve
 from searcheval.cli.ui import add_ui
 from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError
 
 COMMANDS: list[Callable] = [add_init, add_run, add_score, add_validate, add_baseline, add_history,
-                            add_benchmark, add_replay, add_traces, add_serve, add_judgments, add_rate,
-                            add_diff, add_ui]
+                            add_benchmark, add_replay, add_traces, add_serve, add_deployments,
+                            add_judgments, add_rate, add_diff, add_ui]
 
 
 def build_parser() -> Parser:

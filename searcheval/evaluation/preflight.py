@@ -56,7 +56,7 @@ class Refused(InputError):
 class RunRequest:
     """What one nightly run was asked to do: the flow's parameters (and the CLI's flags)."""
 
-    fixtures: str | None = defaults.FIXTURES
+    fixtures: str | None = None  # one of fixtures, dataset, mapping (searcheval.project)
     dataset: str | None = None
     mapping: str | None = None
     split: str = defaults.SPLIT
