@@ -310,7 +310,7 @@ def which_dataset(project: Project | None, *, fixtures=None, dataset=None, mappi
         value = str(value)
         if kind == "dataset" and project is not None and value in project.datasets:
             entry = project.datasets[value]
-            return entry.location, entry.path, entry
+            return entry.location, shown_path(entry.path), entry
         entry = project.entry_at(kind, value) if project is not None else None
         return kind, value, entry
     if project is None:
@@ -318,7 +318,16 @@ def which_dataset(project: Project | None, *, fixtures=None, dataset=None, mappi
                         f"settings ({PROJECT_FILE} with `project:`) here or above: pass one, or "
                         "create a project with `searcheval init`", field="dataset")
     entry = project.entry()
-    return entry.location, entry.path, entry
+    return entry.location, shown_path(entry.path), entry
+
+
+def shown_path(path: str) -> str:
+    """A project path as commands use and print it: relative to the working directory when it
+    lies under it (`configurations.yaml`, as a user types it), else absolute."""
+    try:
+        return str(Path(path).relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
 
 
 def default_dataset_name(project: Project | None, dataset: str | None) -> str | None:
@@ -385,7 +394,7 @@ def resolve_options(given: Mapping[str, Any], library: Mapping[str, Any], *,
             values[name] = given[name]
             sources[name] = (given_sources or {}).get(name, f"{PARAMETER} {name}")
         elif entry is not None and entry.get(name) is not None:
-            values[name] = entry.get(name)
+            values[name] = shown_path(entry.get(name)) if name in PATH_KEYS else entry.get(name)
             sources[name] = entry.where(name)
         else:
             values[name] = default
