@@ -528,8 +528,8 @@ def run_settings(values: Mapping[str, Any], sources: Mapping[str, str] | None, c
     if kind is not None:
         entries[kind] = values[kind]
     entries["depth"] = depth
-    qrels = (getattr(collection, "sources", {}) or {}).get("judgments")
-    if qrels is not None and Path(qrels).parent.name == "qrels":
+    qrels = (getattr(collection, "sources", {}) or {}).get("qrels")
+    if qrels is not None:  # a BEIR collection: its qrels split
         entries["split"] = values.get("split")
     for name in ("judgment_rule", "configurations_file", "baseline"):
         if values.get(name) is not None:

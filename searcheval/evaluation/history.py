@@ -199,6 +199,8 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
         from searcheval.store import snapshots
 
         row = snapshots.load_run(conn, run_id) or runs[0]
+        if previous is None:  # the first baseline of a dataset: the configuration it served
+            configuration = _served(row.get("summary") or {}) or configuration
         means = {r["metric"]: r["value"] for r in store.run_metrics(conn, run_id)
                  if r["configuration"] == configuration and r["category"] == "all"}
         per_query: dict[str, dict] = {}
@@ -226,7 +228,9 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
     directory = Path(directory)
     metrics_path = directory / "metrics.json"
     doc, _ = read_json(metrics_path)
-    configuration = previous.configuration if previous else GATED_CONFIGURATION
+    # the first baseline of a dataset: the configuration the run served
+    served = (doc.get("what_ran") or {}).get("served") if isinstance(doc, dict) else None
+    configuration = previous.configuration if previous else (served or GATED_CONFIGURATION)
     conf = (doc.get("configurations") or {}).get(configuration)
     if not conf:
         raise InputError(f"no configuration {configuration!r}", file=metrics_path,
