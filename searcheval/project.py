@@ -442,7 +442,8 @@ def init_text(*, project: str, dataset_name: str, location: str, path: str,
         f"    coverage_k: {defaults.COVERAGE_K}",
     ]
     if coverage_floor is not None:
-        lines.append(f"    coverage_floor: {coverage_floor:g}")
+        lines.append(f"    coverage_floor: {coverage_floor:g}        # judged share of the top "
+                     "coverage_k below which a run alerts")
     else:
         lines.append(f"    # coverage_floor: {defaults.COVERAGE_FLOOR}   # BEIR judges only "
                      "relevant documents: set it low (e.g. 0.05)")

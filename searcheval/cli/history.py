@@ -11,13 +11,15 @@ from searcheval.cli.common import EXIT_OK, Parser, add_database_url
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    """The dataset's runs (default: the project's default dataset; no project: every dataset),
-    each with its served configuration's numbers unless --configuration names another."""
+    """The runs of every dataset (or of --dataset: a project dataset's name or a collection
+    name), each with the numbers of the configuration it served unless --configuration names
+    another."""
     from searcheval.cli.common import current_project
     from searcheval.evaluation.history import history_chart, history_table, recent_runs
     from searcheval.project import default_dataset_name
 
-    dataset = default_dataset_name(current_project(), args.dataset)
+    dataset = default_dataset_name(current_project(), args.dataset) \
+        if args.dataset is not None else None
     runs = recent_runs(args.last, args.configuration, args.database_url, dataset=dataset,
                        label=args.label, source=args.source)
     if not runs and dataset is not None:
@@ -48,8 +50,8 @@ def add_history(sub) -> None:
     p.add_argument("--configuration",
                    help="whose metrics (default: each run's served configuration)")
     p.add_argument("--dataset", help="runs of this dataset only (a project dataset's name, or a "
-                                     "collection name; default: the project's default dataset, "
-                                     "else every dataset)")
+                                     "collection name; default: every dataset, each row with "
+                                     "its dataset and served configuration)")
     p.add_argument("--label", help="runs with this label only")
     p.add_argument("--source", choices=["nightly", "manual", "candidate", "replay"],
                    help="runs of this kind only (replay: the replay history)")

@@ -10,6 +10,10 @@ from searcheval import defaults
 from searcheval.cli.common import EXIT_MEANINGS, EXIT_OK, EXIT_REFUSED, epilog
 from searcheval.errors import InputError
 
+#: the judged-share floor `init` writes for a BEIR collection: BEIR judges only (a few) relevant
+#: documents per query, so a share of 0.9 of the top 10 would alert on every run
+BEIR_COVERAGE_FLOOR = 0.05
+
 
 def _relative(path: Path, folder: Path) -> str:
     """A path as the settings file writes it: relative to the project folder when inside it."""
@@ -38,6 +42,7 @@ def cmd_init(args: argparse.Namespace) -> int:
                          "or --mapping FILE", field="dataset")
     location, data = given[0]
     data = Path(data)
+    layout = None
     if location == "mapping":
         if not data.is_file():
             raise InputError("expected a mapping file", file=data, field="mapping")
@@ -58,6 +63,10 @@ def cmd_init(args: argparse.Namespace) -> int:
             raise InputError("no configurations file there: name an existing one, or leave "
                              "--configurations-file out for a starter (bm25)",
                              file=configurations, field="configurations_file")
+        if args.served not in (None, "bm25"):
+            raise InputError(f"no configurations file yet, and the starter serves 'bm25', not "
+                             f"{args.served!r}: write {configurations} first, or leave "
+                             "--served out", file=configurations, field="served")
         folder.mkdir(parents=True, exist_ok=True)
         configurations.write_text(STARTER_CONFIGURATIONS, encoding="utf-8")
         wrote.append(configurations)
@@ -67,11 +76,14 @@ def cmd_init(args: argparse.Namespace) -> int:
         raise InputError(f"{configurations} marks {resolved.served!r} `served: true`, not "
                          f"{served!r}: mark the served configuration there", file=configurations,
                          field="served")
+    floor = args.coverage_floor
+    if floor is None and layout == "beir":
+        floor = BEIR_COVERAGE_FLOOR  # BEIR judges only relevant documents: judged@10 is low
     text = init_text(project=project, dataset_name=name, location=location,
                      path=_relative(data, folder),
                      configurations_file=_relative(configurations, folder), served=served,
                      baseline=f"baselines/{name}.json", output=args.output or "out",
-                     coverage_floor=args.coverage_floor, judgment_rule=args.judgment_rule,
+                     coverage_floor=floor, judgment_rule=args.judgment_rule,
                      schedule=args.schedule,
                      split=args.split if location == "dataset" and args.split else None)
     folder.mkdir(parents=True, exist_ok=True)
@@ -115,8 +127,9 @@ def add_init(sub) -> None:
                         "written with a bm25 starter when missing)")
     p.add_argument("--served", help="the served configuration (must be the file's `served`)")
     p.add_argument("--coverage-floor", type=float,
-                   help="judged share of the top 10 below which a run alerts (BEIR judges only "
-                        "relevant documents: e.g. 0.05)")
+                   help="judged share of the top 10 below which a run alerts (default for a "
+                        f"BEIR collection {BEIR_COVERAGE_FLOOR}: BEIR judges only relevant "
+                        "documents; else the dataset's setting or the library's default)")
     p.add_argument("--judgment-rule", help="judgments that count, e.g. judge:dataset (the "
                                            "dataset's own qrels only)")
     p.add_argument("--schedule", metavar="CRON", help="a nightly deployment, e.g. '0 3 * * *'")

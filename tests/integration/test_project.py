@@ -143,7 +143,7 @@ def test_a_command_outside_any_project_names_the_choice_and_never_picks_the_fixt
     two.mkdir(exist_ok=True)
     (two / "searcheval.yaml").write_text(
         f"project: two\ndatasets:\n  a: {{dataset: {CRANFIELD}}}\n  b: {{dataset: {CRANFIELD}}}\n")
-    done = subprocess.run([SEARCHEVAL, "history"], cwd=two, env=world["env"],
+    done = subprocess.run([SEARCHEVAL, "judgments", "agreement"], cwd=two, env=world["env"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.strip() == (
@@ -180,13 +180,19 @@ def test_the_loop_runs_on_the_new_project_and_never_reads_the_fixtures(world):
     assert baseline["configuration"] == "bm25" and baseline["dataset"] == "cranfield"
 
     second = cli(world, "run", "--quiet", "--label", "second")
-    assert "gate: PASSED" in second.stdout and "baselines/cranfield.json" in second.stdout
+    assert "gate: PASSED" in second.stdout
+    gated = json.loads((project / "out" / "metrics.json").read_text())
+    assert gated["gate"]["passed"] is True
+    assert "(bm25 against `baselines/cranfield.json`" in \
+        (project / "out" / gated["run_id"] / "report.md").read_text()
 
     history = cli(world, "history")
     rows = history.stdout.splitlines()
     assert rows[0].split()[:5] == ["run", "started", "(UTC)", "dataset", "configuration"]
     assert [r.split()[3:5] for r in rows[1:3]] == [["cranfield", "bm25"], ["cranfield", "bm25"]]
-    assert [r.split()[-1] for r in rows[1:3]] == ["first", "second"]
+    assert [r.split()[12] for r in rows[1:3]] == ["first", "second"]  # the labels
+    assert [r.split()[8] for r in rows[1:3]] == ["-", "passed"]  # not gated, then gated
+    assert rows[2].endswith("baseline updated before") and not rows[1].endswith("before")
     assert rows[-1] == "(each run's served configuration, 2 runs, oldest first)"
     assert not list(project.glob("*.png")) and "chart" not in history.stdout
     charted = cli(world, "history", "--output", str(world["base"] / "charts"))

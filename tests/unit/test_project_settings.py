@@ -216,3 +216,31 @@ def test_docs_project_settings_load_and_its_commands_parse(tmp_path):
     for command in commands:
         args = parser.parse_args(shlex.split(command)[1:])  # a usage error exits 2
         assert callable(args.handler), command
+
+
+def test_init_writes_a_settings_file_the_loader_reads_and_never_overwrites_it(tmp_path, capsys):
+    from searcheval.cli import main
+
+    data = beir(tmp_path / "data" / "sci")
+    folder = tmp_path / "acme"
+    assert main(["init", "--folder", str(folder), "--dataset", str(data)]) == 0
+    example = load_project(folder / "searcheval.yaml")
+    entry = example.entry()
+    assert (example.name, entry.name, entry.get("served")) == ("acme", "sci", "bm25")
+    assert entry.get("coverage_floor") == 0.05  # a BEIR collection: only relevant docs judged
+    assert entry.get("configurations_file") == str(folder / "configurations.yaml")
+    assert entry.get("baseline") == str(folder / "baselines" / "sci.json")
+    written = (folder / "searcheval.yaml").read_text()
+    capsys.readouterr()
+    assert main(["init", "--folder", str(folder), "--dataset", str(data)]) == 2
+    assert "init never overwrites" in capsys.readouterr().err
+    assert (folder / "searcheval.yaml").read_text() == written
+    assert main(["init", "--folder", str(tmp_path / "b"), "--dataset", str(data),
+                 "--served", "dense"]) == 2
+    assert "the starter serves 'bm25', not 'dense'" in capsys.readouterr().err
+    assert not (tmp_path / "b").exists()  # refused: nothing written
+    (folder / "searcheval.yaml").unlink()
+    assert main(["init", "--folder", str(folder), "--dataset", str(data),
+                 "--served", "dense"]) == 2
+    assert "marks 'bm25' `served: true`, not 'dense'" in capsys.readouterr().err
+    assert not (folder / "searcheval.yaml").exists()
