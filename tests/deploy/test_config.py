@@ -215,6 +215,29 @@ def test_serve_builds_the_same_deployments_as_the_file(monkeypatch, tmp_path):
         assert deployment.work_pool_name is None  # served: no pool, no worker
 
 
+@pytest.mark.slow
+def test_serve_of_a_project_folder_builds_its_deployments_from_its_settings(monkeypatch, tmp_path):
+    """A nightly of your own engine is a settings change: no prefect.yaml, the dataset's
+    `schedule` is the nightly's, and its parameters name the dataset (kept a name: the flow reads
+    the rest from the settings)."""
+    from searcheval.project import load_project
+
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  sci:\n    dataset: /data/scifact\n"
+        "    schedule: {cron: '15 1 * * *', timezone: Europe/Paris}\n")
+    monkeypatch.chdir(tmp_path)
+    built = {d.name: d for d in build_deployments(None, ROOT,
+                                                  load_project(tmp_path / "searcheval.yaml"))}
+    assert set(built) == {"nightly", "ranking-change"}
+    nightly = built["nightly"]
+    assert nightly.entrypoint == "flows.nightly.nightly"
+    assert nightly.parameters == {"dataset": "sci", "output": "out/nightly", "label": "nightly",
+                                  "allow_dirty": False}
+    assert [(s.schedule.cron, s.schedule.timezone) for s in nightly.schedules] == \
+        [("15 1 * * *", "Europe/Paris")]
+    assert sorted(nightly.tags) == ["acme", "nightly"] and built["ranking-change"].schedules == []
+
+
 @pytest.mark.parametrize("text, field", [
     ("deployments: []\n", "deployments"),
     ("deployments:\n  - name: a\n    entrypoint: flows/nightly.py\n", "deployments[0].entrypoint"),
