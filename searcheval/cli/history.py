@@ -22,10 +22,7 @@ def cmd_history(args: argparse.Namespace) -> int:
         if args.dataset is not None else None
     runs = recent_runs(args.last, args.configuration, args.database_url, dataset=dataset,
                        label=args.label, source=args.source)
-    if not runs and dataset is not None:
-        print(f"no run of dataset {dataset} recorded yet")
-    else:
-        print(history_table(runs, args.configuration))
+    print(history_table(runs, args.configuration))
     if runs and args.output is not None:
         path = history_chart(runs, args.configuration, args.output / "history.png")
         print(f"chart: {path}")

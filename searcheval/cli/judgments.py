@@ -94,6 +94,7 @@ def cmd_pool(args: argparse.Namespace) -> int:
     from searcheval.judging import pool as pooling
     from searcheval.store import documents as looked_up
     from searcheval.store import judgments as store
+    from searcheval.store import last_runs
     from searcheval.store.database import open_database
 
     collection = _collection(args)
@@ -105,7 +106,8 @@ def cmd_pool(args: argparse.Namespace) -> int:
         if args.run == "latest":
             from searcheval.store.snapshots import find_runs
 
-            runs = find_runs(conn, n=1, dataset=judgment_set(collection))
+            runs = find_runs(conn, n=1, dataset=judgment_set(collection)) \
+                or last_runs(conn, 1)  # a run that recorded no dataset: the latest of all
             if not runs:
                 raise InputError(f"no run of {judgment_set(collection)} in the history yet: run "
                                  "`searcheval run` first", field="run")

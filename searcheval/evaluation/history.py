@@ -79,8 +79,14 @@ def recent_runs(n: int, configuration: str | None = None, url: str | None = None
                 gate, kind, run_label = run["passed"], "replay", summary.get("label")
                 marks = []
             else:
+                rows_of_run = store.run_metrics(conn, run["run_id"])
+                if served is None:  # a run that recorded no served configuration: the gated
+                    # one, else the only one it scored
+                    scored = sorted({r["configuration"] for r in rows_of_run})
+                    served = (summary.get("gate") or {}).get("configuration") \
+                        or (scored[0] if len(scored) == 1 else None)
                 shown = configuration or served
-                metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
+                metrics = {r["metric"]: r["value"] for r in rows_of_run
                            if r["configuration"] == shown and r["category"] == "all"}
                 gate, kind, run_label = run["gate_passed"], run.get("kind"), run.get("label")
                 marks = _marks(summary, served, shown)
