@@ -59,8 +59,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     from searcheval.store.database import open_database
 
     collection = _collection(args)
+    guideline = args.guideline
+    if guideline is None and args.source != "import":  # the team's grades: the version of the
+        # dataset's guideline file, when the project names one
+        from searcheval.cli.common import resolve_args
+        from searcheval.judging.app import Guideline
+
+        entry = resolve_args(args, {}).entry
+        if entry is not None and entry.get("guideline"):
+            guideline = Guideline.from_file(entry.get("guideline")).version
     rows = read_judgment_file(args.file, collection, judge=args.judge, source=args.source,
-                              guideline=args.guideline, fmt=args.format)
+                              guideline=guideline, fmt=args.format)
     with open_database(args.database_url) as conn:
         added = store.add_judgments(conn, judgment_set(collection), rows)
     judges = sorted({r.judge for r in rows})
@@ -208,7 +217,9 @@ def add_judgments(sub) -> None:
                    help="default: told by the file name (.csv, .jsonl, .tsv = BEIR, else TREC)")
     i.add_argument("--source", choices=list(defaults.JUDGMENT_SOURCES), default="import",
                    help="who made the grades: human, import (default) or model")
-    i.add_argument("--guideline", help="version of the grading guideline the grades followed")
+    i.add_argument("--guideline", help="version of the grading guideline the grades followed "
+                   "(default for human and model grades: the version of the dataset's guideline "
+                   "file in the project settings)")
     _common(i, rule=False)
     i.set_defaults(handler=cmd_import)
 

@@ -224,6 +224,10 @@ def test_the_loop_runs_on_the_new_project_and_never_reads_the_fixtures(world):
         imported = cli(world, "judgments", "import", str(path), "--source", "human")
         assert imported.stdout.startswith(f"imported 3 judgment(s) of {path} into cranfield by "
                                           f"{judge}")
+    exported = cli(world, "judgments", "export", "--all", "--format", "jsonl")
+    imported_rows = [json.loads(line) for line in exported.stdout.splitlines()]
+    versions = {r["guideline"] for r in imported_rows if r["judge"] in grades}
+    assert len(versions) == 1 and versions.pop().startswith("guideline.md@")
     agreement = cli(world, "judgments", "agreement", "--format", "json")
     result = json.loads(agreement.stdout)
     assert result["items"] == 3 and result["judges"] == ["ann", "bob"]
