@@ -13,7 +13,7 @@
         depth: 100                  # results per query
         coverage_floor: 0.05        # judged share of the top coverage_k below which a run alerts
         coverage_k: 10
-        judgment_rule: judge:dataset   # the dataset's own qrels only; median | majority | judge:NAME
+        judgment_rule: judge:dataset   # its own qrels only; median | majority | judge:NAME
         guideline: guideline.md     # the judging guideline the rating page shows (versioned)
         grade_labels: {0: not relevant, 1: relevant}
         schedule: {cron: "0 3 * * *", timezone: UTC}   # a nightly deployment of this dataset

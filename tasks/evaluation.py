@@ -314,7 +314,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                    f"{result.gate_line()}")[:2000]
     create_table_artifact(table=rows_table, key=keyed(METRICS_ARTIFACT), description=description)
     if result.dataset:
-        create_table_artifact(table=rows_table, key=artifact_key(keyed(METRICS_ARTIFACT), result.dataset),
+        create_table_artifact(table=rows_table,
+                              key=artifact_key(keyed(METRICS_ARTIFACT), result.dataset),
                               description=description)
         for name, s in result.scores.items():  # one series per dataset and configuration
             compared = gate.compared if gate is not None and gate.configuration == name else {}
@@ -327,7 +328,8 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                 description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
     # the UI's artifact pane is narrow: wide tables are cut so the report reads without
     # scrolling sideways (report.md in the output folder keeps them whole)
-    create_markdown_artifact(markdown=narrow_tables(markdown_report(result)), key=keyed(REPORT_ARTIFACT),
+    create_markdown_artifact(markdown=narrow_tables(markdown_report(result)),
+                             key=keyed(REPORT_ARTIFACT),
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
     if ran.get("configurations"):
