@@ -74,6 +74,14 @@ def project_directory() -> Path:
     """The working tree the flow runs from: SEARCHEVAL_PROJECT, else the folder of flows/."""
     named = os.environ.get("SEARCHEVAL_PROJECT")
     return Path(named) if named else Path(__file__).resolve().parents[1]
+
+
+def run_project():
+    """The project settings of this run: SEARCHEVAL_SETTINGS, else the working directory's (or
+    above), else those beside the flows (searcheval.project)."""
+    return find_project() or find_project(project_directory())
+
+
 def run_kind() -> str:
     """`nightly` for a run its deployment's schedule created, else `manual`."""
     from prefect.context import FlowRunContext
@@ -214,7 +222,7 @@ def nightly(
             "judgment_rule": judgment_rule, "alert_block": alert_block, "gain": gain,
             "relevance_level": relevance_level, "no_relevant": no_relevant,
             "grade_scale": grade_scale, "grade_map": grade_map},
-            project=find_project(), given_sources=sources).values
+            project=run_project(), given_sources=sources).values
     except InputError as exc:
         refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
     fixtures, dataset, mapping, split = (options[k] for k in ("fixtures", "dataset", "mapping",
@@ -329,7 +337,7 @@ def nightly(
         coverage=coverage, embeddings=embedded.stats,
         flow_run_id=str(flow_run.id) if flow_run.id else None, label=label,
         conventions={**conventions.to_dict(), "settings": run_settings(
-            options, sources, collection, depth=depth, project=find_project())},
+            options, sources, collection, depth=depth, project=run_project())},
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason,
         dataset=dataset_of(collection), snapshot_depth=snapshot_depth, kind=kind or run_kind(),

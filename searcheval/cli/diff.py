@@ -18,14 +18,17 @@ def cmd_diff(args: argparse.Namespace) -> int:
         else defaults.GATED_METRICS
     parse_metrics([args.metric, *metrics])
     from searcheval.cli.common import current_project
-    from searcheval.project import default_dataset_name, served_configuration
+    from searcheval.project import default_dataset_name
 
     project = current_project()
-    dataset = default_dataset_name(project, args.dataset)
+    explicit = all(side.split(":")[0] not in ("latest", "previous") for side in (args.a, args.b))
+    # `latest` and `previous` are of the project's default dataset; run ids name their own runs
+    dataset = default_dataset_name(project, args.dataset) if not explicit or args.dataset \
+        else None
     entry = None
-    if project is not None:
-        entry = project.entry(args.dataset if args.dataset in project.datasets else None)
-    configuration = args.configuration or served_configuration(entry)
+    if project is not None and (args.dataset is None or args.dataset in project.datasets):
+        entry = project.entry(args.dataset)
+    configuration = args.configuration  # None: each run's own served configuration
     baseline = args.baseline or Path(entry.get("baseline") if entry is not None
                                      and entry.get("baseline") else defaults.BASELINE)
     request = DiffRequest(a=args.a, b=args.b, configuration=configuration,
@@ -54,8 +57,7 @@ def add_diff(sub) -> None:
     p.add_argument("a", help="the side before (RUN[:CONFIGURATION])")
     p.add_argument("b", help="the side after (RUN[:CONFIGURATION])")
     p.add_argument("--configuration", help="configuration of a side that names none (default: "
-                   "the dataset's served configuration in the project settings, else the run's "
-                   "served one)")
+                   "the configuration that run served)")
     p.add_argument("--dataset", help="`latest` and `previous` of this dataset only (default: "
                    "the project's default dataset, else any)")
     p.add_argument("--baseline", type=Path,

@@ -16,6 +16,14 @@ from searcheval.cli.common import (
 )
 
 
+def serve_settings():
+    """The project settings serve's runs read: those of the working directory (or above it),
+    else those beside the flows (the example project), else none."""
+    from searcheval.project import find_project
+
+    return current_project() or find_project(project_root())
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve deploy/prefect.yaml's deployments with their schedules until interrupted: the runs
     start in this directory, with the code of the project found (here or in a parent, or
@@ -25,7 +33,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     with database_env(args.database_url):  # flow runs are subprocesses: they inherit it
         serving.serve_deployments(args.prefect_file, project=project_root(), limit=args.limit,
-                                  take_over_pool=args.take_over, settings=current_project())
+                                  take_over_pool=args.take_over, settings=serve_settings())
     return EXIT_OK
 
 
