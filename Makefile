@@ -22,9 +22,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test,example]'
 	touch $(STAMP)
 
-# One nightly evaluation of the fixtures on the embedded database (exit 0 passed, 1 tripped, 2 bad input).
+# One nightly evaluation of the example project (searcheval.yaml: the fixtures) on the embedded database (exit 0 passed, 1 tripped, 2 bad input).
 run: install
-	$(VENV)/bin/searcheval run --fixtures fixtures --baseline baseline.json --output $(OUTPUT)
+	$(VENV)/bin/searcheval run --output $(OUTPUT)
 
 # Headless Chromium for the Prefect UI test (tests/deploy): apt-get installs it when missing (as root).
 CHROMIUM := /usr/bin/chromium

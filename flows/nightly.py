@@ -39,6 +39,7 @@ from searcheval.evaluation.compose import RunPlan
 from searcheval.evaluation.pipeline import alert_for, new_run_id
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, console_table, verdict_line
+from searcheval.project import find_project, project_key
 from searcheval.types import Collection
 from tasks import evaluation as t
 from tasks.events import emit_gate_event, emit_verdict_event
@@ -69,6 +70,12 @@ def project_directory() -> Path:
     return Path(named) if named else Path(__file__).resolve().parents[1]
 
 
+def run_project():
+    """The project settings of this run: SEARCHEVAL_SETTINGS, else the working directory's (or
+    above), else those beside the flows (searcheval.project)."""
+    return find_project() or find_project(project_directory())
+
+
 def run_kind() -> str:
     """`nightly` for a run its deployment's schedule created, else `manual`."""
     from prefect.context import FlowRunContext
@@ -82,23 +89,23 @@ def run_kind() -> str:
 # defaults and, in the docstring's Args, the same help: tests/unit/test_run_options.py.
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
 def nightly(
-    fixtures: str | None = defaults.FIXTURES,
+    fixtures: str | None = None,
     dataset: str | None = None,
-    split: str = defaults.SPLIT,
+    split: str | None = None,
     max_queries: int | None = None,
-    baseline: str | None = defaults.BASELINE,
+    baseline: str | None = None,
     no_baseline: bool = False,
     configurations: ConfigurationNames = None,
-    configurations_file: str = defaults.CONFIGURATIONS_FILE,
+    configurations_file: str | None = None,
     overrides: dict[str, Any] | None = None,
     candidate: str | None = None,
-    depth: int = defaults.DEPTH,
+    depth: int | None = None,
     metrics: MetricNames = list(defaults.REPORT_METRICS),
     tolerance: float | None = None,
-    coverage_k: int = defaults.COVERAGE_K,
+    coverage_k: int | None = None,
     coverage_floor: float | None = None,
     max_age_days: int | None = defaults.MAX_AGE_DAYS,
-    min_per_category: int = defaults.MIN_PER_CATEGORY,
+    min_per_category: int | None = None,
     output: str | None = defaults.OUTPUT,
     model_path: str | None = None,
     label: str | None = None,
@@ -114,11 +121,13 @@ def nightly(
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
     snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
     kind: str | None = None,
-    judgment_rule: str = defaults.JUDGMENT_RULE,
-    agreement_floor: float = defaults.AGREEMENT_FLOOR,
+    judgment_rule: str | None = None,
+    agreement_floor: float | None = None,
     allow_dirty: bool = True,
     judgment_sources: str | list[str] | None = None,
     judge: str | None = None,
+    dataset_name: str | None = None,
+    sources: dict[str, str] | None = None,
 ) -> dict:
     """Evaluate the ranking configurations on a golden set and gate the served one.
 
@@ -132,87 +141,89 @@ def nightly(
     report is.
 
     Args:
-        fixtures: Folder of the seed fixtures (catalog.json, golden_queries.json,
-            judgments.csv), relative to the project folder; ignored when dataset or mapping
-            is set.
-        dataset: A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures'
-            layout, told by its files.
+        fixtures: A folder in the fixtures' layout (catalog.json, golden_queries.json,
+            judgments.csv); ignored when dataset or mapping is set.
+        dataset: A dataset of the project settings (its name), or a dataset folder: BEIR, WANDS or
+            the fixtures' layout, told by its files. Empty (with fixtures and mapping empty): the
+            project's default dataset. Every option below left empty takes the dataset's project
+            setting, else the library's default (searcheval.project).
         split: The BEIR qrels split to judge with (qrels/<split>.tsv).
-        max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty
-            for all.
+        max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty for
+            all.
         baseline: The reviewed baseline.json the gate compares the served configuration with.
         no_baseline: Run without a gate on purpose (the run says NOT GATED and why).
-        configurations: Entries of configurations_file to run; empty for the file's `run`
-            list.
-        configurations_file: The configurations file (YAML) naming each configuration's kind
-            and parameters, and the one production serves.
-        overrides: Parameters changed for this run, e.g. {"fused.rrf_k": 20} or
-            {"bm25": {"b": 0.5}} (an overridden configuration has a hash of its own).
-        candidate: An entry evaluated beside the served one on the same queries: it is the
-            one gated, and the queries it made better and worse are listed. Several, comma
-            separated: each compared with the served one (Holm's correction), which is gated.
+        configurations: Entries of configurations_file to run; empty for the file's `run` list.
+        configurations_file: The configurations file (YAML) naming each configuration's kind and
+            parameters, and the one production serves.
+        overrides: Parameters changed for this run, e.g. {"fused.rrf_k": 20} or {"bm25": {"b": 0.5}}
+            (an overridden configuration has a hash of its own).
+        candidate: An entry evaluated beside the served one on the same queries: it is the one
+            gated, and the queries it made better and worse are listed. Several, comma separated:
+            each compared with the served one (Holm's correction), which is gated.
         depth: How many results each configuration returns per query.
         metrics: The metrics to score and report.
-        tolerance: The largest drop of a gated metric that still passes; empty for the
-            baseline's own tolerance.
-        coverage_k: Depth at which the judged share of each configuration's results is
-            measured.
-        coverage_floor: Judged share of the top coverage_k below which the run alerts; empty
-            for the dataset's setting, else the default.
-        max_age_days: Judgments older than this many days are stale and left out of scoring;
-            empty for no limit.
+        tolerance: The largest drop of a gated metric that still passes; empty for the baseline's
+            own tolerance.
+        coverage_k: Depth at which the judged share of each configuration's results is measured.
+        coverage_floor: Judged share of the top coverage_k below which the run alerts; empty for the
+            dataset's setting, else the default.
+        max_age_days: Judgments older than this many days are stale and left out of scoring; empty
+            for no limit.
         min_per_category: Fewest golden queries a query category may have.
-        output: Folder for metrics.json, report.md, per_query.csv and runs/; empty to publish
-            to the database and the artifacts only.
+        output: Folder for metrics.json, report.md, per_query.csv and runs/; empty to publish to the
+            database and the artifacts only.
         model_path: A sentence-transformers model folder instead of all-MiniLM-L6-v2.
-        label: A label for this run, e.g. the ranking version (shown in the report and the
-            alerts).
+        label: A label for this run, e.g. the ranking version (shown in the report and the alerts).
         alert_block: A Prefect notification block to alert through, as 'type/name'.
         shards: Query shards per configuration, run concurrently.
         embed_batch: Texts per embedding task.
         mapping: A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL queries,
             instead of the fixtures.
-        gain: Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g, trec_eval's);
+        gain: Gain of a grade g in nDCG: exponential (2^g - 1) or linear (g, trec_eval's); empty for
+            the dataset's setting.
+        relevance_level: Lowest grade that counts as relevant for MRR, precision, recall and MAP;
             empty for the dataset's setting.
-        relevance_level: Lowest grade that counts as relevant for MRR, precision, recall and
-            MAP; empty for the dataset's setting.
-        no_relevant: nDCG and recall of a query without a relevant judgment: one, zero, or
-            skip it; empty for the dataset's setting.
-        grade_scale: The grades a judgment may have, as [lowest, highest]; empty for the
-            dataset's setting.
-        grade_map: Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0};
+        no_relevant: nDCG and recall of a query without a relevant judgment: one, zero, or skip it;
             empty for the dataset's setting.
+        grade_scale: The grades a judgment may have, as [lowest, highest]; empty for the dataset's
+            setting.
+        grade_map: Text labels to grades, e.g. {"Exact": 2, "Partial": 1, "Irrelevant": 0}; empty
+            for the dataset's setting.
         snapshot_depth: Ranks of each configuration's list kept in Postgres for diffs.
-        snapshot_retention: Snapshots older than this (e.g. 90d) are pruned; empty
-            keeps them all.
-        kind: What started the run (nightly, manual, candidate); empty for nightly
-            when its schedule created it, else manual.
-        judgment_rule: How the grades of several judges of one result combine: median,
-            majority, or judge:NAME (that judge's grade).
-        agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the
-            run alerts.
-        allow_dirty: Run from a working tree with uncommitted changes (false for the
-            scheduled deployment, so the nightly always measures a commit).
-        judgment_sources: Which judgments count: dataset (the dataset's own qrels only), all,
-            or the sources counted beside them (human, import, model); empty for the
-            dataset's setting, else dataset for a benchmark's qrels and all otherwise.
-        judge: A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's
-            unjudged top coverage_k after it is published; its grades count from the next
-            run on, while its human audit holds. Empty: no model judge.
+        snapshot_retention: Snapshots older than this (e.g. 90d) are pruned; empty keeps them all.
+        kind: What started the run (nightly, manual, candidate); empty for nightly when its schedule
+            created it, else manual.
+        judgment_rule: How the grades of several judges of one result combine: median, majority, or
+            judge:NAME (that judge's grade).
+        agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the run
+            alerts.
+        allow_dirty: Run from a working tree with uncommitted changes (false for the scheduled
+            deployment, so the nightly always measures a commit).
+        judgment_sources: Which judgments count: dataset (the dataset's own qrels only), all, or the
+            sources counted beside them (human, import, model); empty for the dataset's setting,
+            else dataset for a benchmark's qrels and all otherwise.
+        judge: A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's unjudged top
+            coverage_k after it is published; its grades count from the next run on, while its human
+            audit holds. Empty: no model judge.
+        dataset_name: The dataset's identity when its folder declares none (set from the project
+            settings).
+        sources: Where options came from when not from the caller (set by the command line from the
+            project settings); the report prints them.
     """
     request = RunRequest.from_parameters(locals())  # the parameters are the run's options
     logger = get_run_logger()
     run_id, started = new_run_id(), datetime.now(timezone.utc)
     try:
-        plan = t.plan_run(request, str(project_directory()))
+        plan = t.plan_run(request, str(project_directory()))  # settled over the project
+        r = plan.request  # every option as the project settings and the defaults settled it
         texts = plan.texts()  # the model loads (only if some text is not cached) meanwhile
         model_loading = t.load_model.submit(whole(texts), model_path) if texts else None
         judged = t.judged_documents(opaque(plan.collection)) if plan.looks_up else set()
         looked = t.look_up_judged(plan.selected, plan.served, judged)
-        collection, effective = t.judgments(opaque(plan.collection), judgment_rule,
-                                            max_age_days, looked.observed(), judgment_sources)
+        collection, effective = t.judgments(opaque(plan.collection), r.judgment_rule,
+                                            r.max_age_days, looked.observed(), judgment_sources)
         report = compose.checked_judgments(
-            plan, t.validate(opaque(collection), max_age_days, min_per_category),
+            plan, t.validate(opaque(collection), r.max_age_days, r.min_per_category),
             collection, effective)
     except InputError as exc:
         refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
@@ -229,17 +240,17 @@ def nightly(
                                             opaque(collection))
     view = compose.judged_view(report, documents, collection)
     conventions = plan.conventions
-    coverage = t.coverage(opaque(runs), opaque(view.qrels), coverage_k,  # stale labels do not count
+    coverage = t.coverage(opaque(runs), opaque(view.qrels), r.coverage_k,  # stale: not counted
                           conventions.coverage_floor, conventions.source("coverage_floor"))
     scores = t.score(opaque(runs), opaque(view.fresh), opaque(view.qrels), plan.metrics,
                      conventions.settings())
     not_gated_reason = compose.gate_or_reason(plan, failures)
     verdict = None
     if not failures["incomplete"]:  # an incomplete run is published, never gated
-        gated = t.gate(opaque(scores), plan.baseline, tolerance, compose.gated_name(plan),
+        gated = t.gate(opaque(scores), plan.baseline, r.tolerance, compose.gated_name(plan),
                        dataset_of(collection),
                        opaque(pipeline.gate_inputs(view.fresh, view.qrels, effective,  # like
-                                                   conventions.settings(), depth)),  # with like
+                                                   conventions.settings(), r.depth)),  # with like
                        return_state=True)  # Failed when it trips: the task graph shows where
         verdict = gated.result(raise_on_failure=False)
         if isinstance(verdict, BaseException):
@@ -255,8 +266,8 @@ def nightly(
                           snapshot_retention)
     if judge:  # the model labels this run's own pool (issue 24); counted once audited
         label_pool(opaque(collection), opaque(runs), opaque(view.qrels), judge,
-                   plan.request.configurations_file, model_path, depth=coverage_k)
-    return conclude(result, published, output, alert_block)
+                   r.configurations_file, model_path, depth=r.coverage_k)
+    return conclude(result, published, output, r.alert_block)
 
 
 def embed(plan: RunPlan, collection: Collection, texts: list[str], model_loading):
@@ -300,7 +311,8 @@ def conclude(result: EvaluationResult, published: dict, output: str | None,
     or its gate tripped, else Completed with the verdict as its message."""
     run_id, verdict = result.run_id, result.gate
     table = console_table(result)  # printed by the CLI, shown by the artifacts: not logged twice
-    where = f"{output}/{run_id}/report.md" if output else f"artifact {t.REPORT_ARTIFACT}"
+    where = f"{output}/{run_id}/report.md" if output else \
+        f"artifact {project_key(t.REPORT_ARTIFACT, t.result_project(result))}"
     line = verdict_line(result, where)
     get_run_logger().info("run %s: %s", run_id, line)
     emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows

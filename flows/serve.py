@@ -127,6 +127,15 @@ def load_deployment_specs(prefect_file: str | Path = PREFECT_FILE) -> list[Deplo
     return specs
 
 
+def specs_from_settings(settings) -> list[DeploymentSpec]:
+    """The deployments a project's settings describe (searcheval.project.deployment_entries),
+    checked as a prefect.yaml's entries are."""
+    from searcheval.project import deployment_entries
+
+    return [_deployment(raw, settings.file, f"deployments[{i}]")
+            for i, raw in enumerate(deployment_entries(settings))]
+
+
 def project_root(prefect_file: str | Path = PREFECT_FILE) -> Path:
     """The directory entrypoints are relative to: the parent of the folder holding the file."""
     return Path(prefect_file).resolve().parent.parent
@@ -146,17 +155,20 @@ def to_schedule(cron: CronSpec):
                 parameters=cron.parameters or None, slug=cron.slug)
 
 
-def project_parameters(parameters: Mapping[str, Any], project: str | Path) -> dict[str, Any]:
+def project_parameters(parameters: Mapping[str, Any], project: str | Path,
+                       datasets: frozenset[str] = frozenset()) -> dict[str, Any]:
     """The parameters with each relative input path (`INPUT_PATHS`) made absolute against the
-    project folder; `output` and every other parameter as they are."""
+    project folder; `output`, a `dataset` that names one of the project settings' `datasets`,
+    and every other parameter as they are."""
     return {name: str(Path(project) / value)
             if name in INPUT_PATHS and isinstance(value, str) and not Path(value).is_absolute()
+            and not (name == "dataset" and value in datasets)
             else value
             for name, value in parameters.items()}
 
 
-def build_deployments(prefect_file: str | Path = PREFECT_FILE,
-                      project: str | Path | None = None) -> list:
+def build_deployments(prefect_file: str | Path | None = PREFECT_FILE,
+                      project: str | Path | None = None, settings=None) -> list:
     """`flow.to_deployment(...)` for each entry: same names, schedules, tags and parameters (the
     relative input paths made absolute against `project`, default the folder the file's
     entrypoints are relative to).
@@ -168,13 +180,16 @@ def build_deployments(prefect_file: str | Path = PREFECT_FILE,
     from prefect.deployments.runner import EntrypointType
     from prefect.utilities.importtools import import_object
 
-    project = Path(project) if project is not None else project_root(prefect_file)
+    project = Path(project) if project is not None else project_root(prefect_file or PREFECT_FILE)
+    specs = load_deployment_specs(prefect_file) if prefect_file is not None \
+        else specs_from_settings(settings)
+    datasets = frozenset(settings.datasets) if settings is not None else frozenset()
     deployments = []
-    for spec in load_deployment_specs(prefect_file):
+    for spec in specs:
         flow = import_object(spec.module_entrypoint)
         deployment = flow.to_deployment(
             name=spec.name, schedules=[to_schedule(c) for c in spec.schedules],
-            parameters=project_parameters(spec.parameters, project),
+            parameters=project_parameters(spec.parameters, project, datasets),
             description=spec.description, tags=list(spec.tags),
             entrypoint_type=EntrypointType.MODULE_PATH)
         deployment.entrypoint = spec.module_entrypoint
@@ -232,9 +247,11 @@ def take_over(bound) -> None:
 
 def serve_deployments(prefect_file: str | Path | None = None, *,
                       project: str | Path = PROJECT_ROOT, limit: int | None = None,
-                      take_over_pool: bool = False) -> None:
-    """Serve every deployment of `prefect_file` (default the project's deploy/prefect.yaml) until
-    interrupted (blocks). The runs start in this process's working directory and import their
+                      take_over_pool: bool = False, settings=None) -> None:
+    """Serve every deployment of `prefect_file` until interrupted (blocks). Without a file: a
+    team project's settings (`settings`, searcheval.project) describe the deployments, each
+    dataset's nightly on its schedule; the example project (settings beside the flows) serves
+    its deploy/prefect.yaml. The runs start in this process's working directory and import their
     code from `project` (see the module docstring).
 
     A deployment of the same name that `prefect deploy` bound to a work pool is refused (one line
@@ -243,8 +260,9 @@ def serve_deployments(prefect_file: str | Path | None = None, *,
     from prefect import serve
 
     project = Path(project).resolve()
-    prefect_file = prefect_file or project / "deploy" / "prefect.yaml"
-    deployments = build_deployments(prefect_file, project)
+    if prefect_file is None and (settings is None or settings.folder == project):
+        prefect_file = project / "deploy" / "prefect.yaml"  # the example project's file
+    deployments = build_deployments(prefect_file, project, settings)
     bound = bound_to_a_pool(deployments)
     if bound and not take_over_pool:
         names = ", ".join(f"{d.name!r}" for d in bound)
@@ -256,4 +274,8 @@ def serve_deployments(prefect_file: str | Path | None = None, *,
     if bound:
         take_over(bound)
     os.environ.update(run_environment(project))  # inherited by every run's subprocess
+    if settings is not None:  # the runs read the project's settings wherever they run
+        from searcheval.project import SETTINGS_ENV
+
+        os.environ[SETTINGS_ENV] = str(settings.file)
     serve(*deployments, limit=limit)

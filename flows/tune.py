@@ -29,7 +29,7 @@ route_library_logs()
 
 @flow(name="searcheval-tune", log_prints=True, task_runner=task_runner_from_settings())
 def tune(
-    fixtures: str | None = defaults.FIXTURES,
+    fixtures: str | None = None,
     dataset: str | None = None,
     split: str = defaults.SPLIT,
     max_queries: int | None = None,

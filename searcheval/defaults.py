@@ -7,7 +7,6 @@ Plain constants only: importing this module costs nothing.
 from __future__ import annotations
 
 # -- inputs
-FIXTURES = "fixtures"  # the seed fixtures folder
 SPLIT = "test"  # BEIR qrels split
 BASELINE = "baseline.json"
 OUTPUT = "out"

@@ -29,6 +29,7 @@ from searcheval.evaluation.compose import RunPlan
 from searcheval.evaluation.lookups import Lookups
 from searcheval.evaluation.preflight import Refused, RunRequest
 from searcheval.evaluation.report import EvaluationResult, markdown_report, write_outputs
+from searcheval.project import project_key
 from searcheval.evaluation.tables import narrow_tables
 from searcheval.evaluation.validation import ValidationReport, validate_collection
 from searcheval.io.collection import collection_hashes
@@ -275,6 +276,11 @@ def gate(scores: dict, baseline, tolerance: float | None, configuration: str | N
     return verdict
 
 
+def result_project(result) -> str | None:
+    """The project a run was of (its settings block), if any."""
+    return ((result.conventions or {}).get("settings") or {}).get("project")
+
+
 def artifact_key(*parts: str | None) -> str:
     """A Prefect artifact key (lowercase letters, digits, dashes) from its parts: stable per
     dataset and configuration, so the UI's artifact history shows one series each."""
@@ -308,6 +314,9 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
         write_outputs(result, runs, output, extra)
     gate = result.gate
     status = result.gate_status()
+
+    def keyed(base: str) -> str:  # the project's name in its keys: two projects never mix
+        return artifact_key(project_key(base, result_project(result)))
     rows_table = []
     for name, s in result.scores.items():
         row = {"configuration": name,
@@ -327,9 +336,10 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
     description = (f"searcheval run {result.run_id}: means over the golden queries"
                    + (f" ({'; '.join(partial)})" if partial else "")
                    + f"; {result.gate_line()}")[:2000]
-    create_table_artifact(table=rows_table, key=METRICS_ARTIFACT, description=description)
+    create_table_artifact(table=rows_table, key=keyed(METRICS_ARTIFACT), description=description)
     if result.dataset:
-        create_table_artifact(table=rows_table, key=artifact_key(METRICS_ARTIFACT, result.dataset),
+        create_table_artifact(table=rows_table,
+                              key=artifact_key(keyed(METRICS_ARTIFACT), result.dataset),
                               description=description)
         for name, s in result.scores.items():  # one series per dataset and configuration
             compared = gate.compared if gate is not None and gate.configuration == name else {}
@@ -338,12 +348,12 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                         "baseline": (compared.get(m) or {}).get("baseline"),
                         "delta": (compared.get(m) or {}).get("delta")}
                        for m, v in s.means.items()],
-                key=artifact_key(METRICS_ARTIFACT, result.dataset, name),
+                key=artifact_key(keyed(METRICS_ARTIFACT), result.dataset, name),
                 description=f"searcheval run {result.run_id}: {name} on {result.dataset}")
     # the UI's artifact pane is narrow: wide tables are cut so the report reads without
     # scrolling sideways (report.md in the output folder keeps them whole)
     create_markdown_artifact(markdown=redact(narrow_tables(markdown_report(result))),
-                             key=REPORT_ARTIFACT,
+                             key=keyed(REPORT_ARTIFACT),
                              description=f"searcheval run {result.run_id}")
     ran = result.what_ran or {}
     if ran.get("configurations"):
@@ -353,20 +363,20 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                     "served": c["served"], "overridden": json.dumps(c.get("overridden") or {}),
                     "commit": code.get("commit"), "dirty": code.get("dirty")}
                    for name, c in ran["configurations"].items()],
-            key=WHAT_RAN_ARTIFACT,
+            key=keyed(WHAT_RAN_ARTIFACT),
             description=f"searcheval run {result.run_id}: what ran (secrets never shown)")
         tag_flow_run(provenance.tags(ran))
 
     if diff:
         create_markdown_artifact(
             markdown=redact(diff_markdown(diff, limit=20)),
-            key=artifact_key(DIFF_ARTIFACT, result.dataset, diff["b"]["configuration"]),
+            key=artifact_key(keyed(DIFF_ARTIFACT), result.dataset, diff["b"]["configuration"]),
             description=f"searcheval run {result.run_id} against {diff['a']['run_id']}: "
                         f"{diff['headline']}")
     if candidate_diff:
         create_markdown_artifact(
             markdown=redact(diff_markdown(candidate_diff, limit=20)),
-            key=artifact_key(CANDIDATE_DIFF_ARTIFACT, result.dataset),
+            key=artifact_key(keyed(CANDIDATE_DIFF_ARTIFACT), result.dataset),
             description=f"searcheval run {result.run_id}: candidate "
                         f"{candidate_diff['b']['configuration']} against served "
                         f"{candidate_diff['a']['configuration']}: {candidate_diff['headline']}")

@@ -64,8 +64,19 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
     )
     from searcheval.evaluation.history import baseline_from_output, baseline_from_run
 
+    from searcheval.cli.common import current_project
+
+    project = current_project()
+    entry = project.entry(args.dataset) if project is not None else None
+    if args.from_run is None and args.from_output is None:
+        if entry is None or not entry.get("output"):
+            raise InputError("expected --from-run RUN or --from-output FOLDER (no project "
+                             "settings name the dataset's output folder)", field="from_output")
+        args.from_output = Path(entry.get("output"))
     named = args.baseline is not None
     path = args.baseline if named else project_path(defaults.BASELINE)
+    if not named and entry is not None and entry.get("baseline"):
+        path = Path(entry.get("baseline"))  # the project's baseline of the dataset
 
     def made(previous):
         provenance = Provenance(created_by=_who(args), reason=args.reason,
@@ -78,6 +89,14 @@ def cmd_baseline_update(args: argparse.Namespace) -> int:
     previous = load_baseline(path) if path.exists() else None
     made_run = made(previous)
     new = made_run.baseline
+    if not named and project is not None and new.dataset \
+            and entry is not None and new.dataset != entry.name:
+        other = next((e for e in project.datasets.values() if e.name == new.dataset), None)
+        if other is not None and other.get("baseline"):  # the run's own dataset's baseline
+            path = Path(other.get("baseline"))
+            previous = load_baseline(path) if path.exists() else None
+            made_run = made(previous)
+            new = made_run.baseline
     if previous is not None and previous.dataset and new.dataset \
             and previous.dataset != new.dataset:
         own = dataset_baseline_path(path, new.dataset)
@@ -139,13 +158,17 @@ def add_baseline(sub) -> None:
                                  {EXIT_OK: "written (or, with --dry-run, only the diff printed)",
                                   EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
                                   EXIT_FAILED: "the database failed"}))
-    src = u.add_mutually_exclusive_group(required=True)
+    src = u.add_mutually_exclusive_group()
     src.add_argument("--from-run", help="a run id of the history in Postgres")
     src.add_argument("--from-output", type=Path, help="an output folder of `searcheval run` "
-                     "(its latest run) or a run's own folder OUTPUT/<run_id>")
+                     "(its latest run) or a run's own folder OUTPUT/<run_id> (default: the "
+                     "dataset's output folder in the project settings)")
+    u.add_argument("--dataset", help="the project dataset whose baseline and output folder "
+                   "are meant (default: the project's default dataset)")
     u.add_argument("--baseline", type=Path,
-                   help=f"the baseline file to rewrite (default {defaults.BASELINE} for its "
-                        f"dataset, {defaults.BASELINES_DIR}/<dataset>.json for another)")
+                   help="the baseline file to rewrite (default: the dataset's `baseline` in the "
+                        f"project settings, else {defaults.BASELINE} for its dataset, "
+                        f"{defaults.BASELINES_DIR}/<dataset>.json for another)")
     u.add_argument("--reason", help="why the baseline changes (recorded in it)")
     u.add_argument("--accept-regression", metavar="REASON",
                    help="make a run that tripped the gate the baseline anyway, and record why")

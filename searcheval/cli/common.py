@@ -179,24 +179,26 @@ def refusal_line(exc, flags: dict[str, str]) -> str:
 
 
 def add_collection(parser: argparse.ArgumentParser) -> None:
-    """Which collection a command reads: the seed fixtures' folder, a dataset folder (BEIR, WANDS
-    or the fixtures' layout, told by its files) and its split, or a table mapping; and the
+    """Which collection a command reads: a dataset of the project (its name), a dataset folder
+    (BEIR, WANDS or the fixtures' layout, told by its files) and its split, a fixtures folder, or
+    a table mapping; none given: the project's default dataset (searcheval.project). And the
     loader's conventions (grade scale, grade map) when they differ from the dataset's settings."""
     from searcheval import defaults
 
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--fixtures", type=Path, default=Path(defaults.FIXTURES),
-                        help="folder with catalog.json, golden_queries.json, judgments.csv "
-                             f"(default {defaults.FIXTURES})")
     source.add_argument("--dataset", type=Path,
-                        help="a dataset folder: BEIR (corpus.jsonl, queries.jsonl, qrels/), WANDS "
-                             "(product.csv, query.csv, label.csv) or the fixtures' layout; its "
-                             "searcheval.yaml may declare the conventions")
+                        help="a dataset of the project settings (its name), or a dataset folder: "
+                             "BEIR (corpus.jsonl, queries.jsonl, qrels/), WANDS (product.csv, "
+                             "query.csv, label.csv) or the fixtures' layout (default: the "
+                             "project's default dataset)")
+    source.add_argument("--fixtures", type=Path,
+                        help="a folder with catalog.json, golden_queries.json, judgments.csv")
     source.add_argument("--mapping", type=Path,
                         help="a YAML mapping of columns over CSV, TSV, JSONL, Parquet files or "
                              "SQL queries (docs/configurations-and-backends.md)")
-    parser.add_argument("--split", default=defaults.SPLIT,
-                        help=f"BEIR qrels split (default {defaults.SPLIT})")
+    parser.add_argument("--split", default=None,
+                        help=f"BEIR qrels split (default: the project's setting, else "
+                             f"{defaults.SPLIT})")
     parser.add_argument("--grade-scale", type=grade_scale_arg, metavar="LO,HI",
                         help="the grades a judgment may have, e.g. 0,3 (default: the dataset's "
                              "setting, else the format's scale or the largest grade found)")
@@ -204,6 +206,42 @@ def add_collection(parser: argparse.ArgumentParser) -> None:
                         help="text labels to grades (WANDS, mappings), e.g. "
                              "Exact=2,Partial=1,Irrelevant=0 (default: the dataset's setting, "
                              "else WANDS' Exact=3,Partial=1,Irrelevant=0)")
+
+
+def current_project():
+    """The project settings of this command (searcheval.project.find_project), or None."""
+    from searcheval.project import find_project
+
+    return find_project()
+
+
+def resolve_args(args: argparse.Namespace, library: dict, *, rename: dict | None = None):
+    """`searcheval.project.resolve_options` over a command's flags: `library` maps each option
+    (flow-parameter name) to its library default; `rename` maps option -> flag dest where
+    they differ. The locations and the split always take part."""
+    from searcheval import defaults
+    from searcheval.project import resolve_options
+
+    rename = rename or {}
+    names = {"split": defaults.SPLIT, **library}
+    given = {name: getattr(args, rename.get(name, name), None) for name in names}
+    for location in ("fixtures", "dataset", "mapping"):
+        value = getattr(args, location, None)
+        given[location] = str(value) if value is not None else None
+    return resolve_options(given, names, project=current_project())
+
+
+def collection_arguments(args: argparse.Namespace, resolved=None) -> dict:
+    """load_collection's keywords from add_collection's flags, resolved over the project."""
+    from searcheval.io.settings import parse_grade_map
+
+    resolved = resolved or resolve_args(args, {})
+    v = resolved.values
+    return {"fixtures": v["fixtures"], "dataset": v["dataset"], "mapping": v["mapping"],
+            "split": v["split"],
+            "grade_scale": args.grade_scale,
+            "grade_map": dict(parse_grade_map(args.grade_map)) if args.grade_map else None,
+            "name": v["dataset_name"]}
 
 
 def grade_scale_arg(text: str) -> list[int]:
@@ -215,16 +253,3 @@ def grade_scale_arg(text: str) -> list[int]:
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected LO,HI whole grades, e.g. 0,3; got {text!r}") \
             from None
-
-
-def collection_arguments(args: argparse.Namespace) -> dict:
-    """load_collection's keywords (and the nightly flow's parameters) from add_collection's flags."""
-    from searcheval.io.settings import parse_grade_map
-
-    chosen = args.mapping is not None or args.dataset is not None
-    return {"fixtures": None if chosen else str(args.fixtures),
-            "dataset": str(args.dataset) if args.dataset is not None else None,
-            "mapping": str(args.mapping) if args.mapping is not None else None,
-            "split": args.split,
-            "grade_scale": args.grade_scale,
-            "grade_map": dict(parse_grade_map(args.grade_map)) if args.grade_map else None}

@@ -17,8 +17,22 @@ def cmd_diff(args: argparse.Namespace) -> int:
     metrics = tuple(m.strip() for m in args.metrics.split(",")) if args.metrics \
         else defaults.GATED_METRICS
     parse_metrics([args.metric, *metrics])
-    request = DiffRequest(a=args.a, b=args.b, configuration=args.configuration,
-                          dataset=args.dataset, baseline=args.baseline, metric=args.metric,
+    from searcheval.cli.common import current_project
+    from searcheval.project import default_dataset_name
+
+    project = current_project()
+    explicit = all(side.split(":")[0] not in ("latest", "previous") for side in (args.a, args.b))
+    # `latest` and `previous` are of the project's default dataset; run ids name their own runs
+    dataset = default_dataset_name(project, args.dataset) if not explicit or args.dataset \
+        else None
+    entry = None
+    if project is not None and (args.dataset is None or args.dataset in project.datasets):
+        entry = project.entry(args.dataset)
+    configuration = args.configuration  # None: each run's own served configuration
+    baseline = args.baseline or Path(entry.get("baseline") if entry is not None
+                                     and entry.get("baseline") else defaults.BASELINE)
+    request = DiffRequest(a=args.a, b=args.b, configuration=configuration,
+                          dataset=dataset, baseline=baseline, metric=args.metric,
                           k=args.k, metrics=metrics)
     with open_database(args.database_url) as conn:
         diff = diff_runs(conn, request)
@@ -43,10 +57,12 @@ def add_diff(sub) -> None:
     p.add_argument("a", help="the side before (RUN[:CONFIGURATION])")
     p.add_argument("b", help="the side after (RUN[:CONFIGURATION])")
     p.add_argument("--configuration", help="configuration of a side that names none (default: "
-                   f"{defaults.GATED_CONFIGURATION} when the run scored it)")
-    p.add_argument("--dataset", help="`latest` and `previous` of this dataset only")
-    p.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
-                   help=f"the baseline `baseline` refers to (default {defaults.BASELINE})")
+                   "the configuration that run served)")
+    p.add_argument("--dataset", help="`latest` and `previous` of this dataset only (default: "
+                   "the project's default dataset, else any)")
+    p.add_argument("--baseline", type=Path,
+                   help="the baseline `baseline` refers to (default: the project's setting, "
+                        f"else {defaults.BASELINE})")
     p.add_argument("--metric", default=defaults.DIFF_METRIC,
                    help=f"metric whose delta sorts the queries (default {defaults.DIFF_METRIC})")
     p.add_argument("--metrics", help="comma-separated metrics shown per query "

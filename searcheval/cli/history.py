@@ -11,12 +11,19 @@ from searcheval.cli.common import EXIT_OK, Parser, add_database_url
 
 
 def cmd_history(args: argparse.Namespace) -> int:
+    """The runs of every dataset (or of --dataset: a project dataset's name or a collection
+    name), each with the numbers of the configuration it served unless --configuration names
+    another."""
+    from searcheval.cli.common import current_project
     from searcheval.evaluation.history import history_chart, history_table, recent_runs
+    from searcheval.project import default_dataset_name
 
-    runs = recent_runs(args.last, args.configuration, args.database_url, dataset=args.dataset,
+    dataset = default_dataset_name(current_project(), args.dataset) \
+        if args.dataset is not None else None
+    runs = recent_runs(args.last, args.configuration, args.database_url, dataset=dataset,
                        label=args.label, source=args.source)
     print(history_table(runs, args.configuration))
-    if runs:
+    if runs and args.output is not None:
         path = history_chart(runs, args.configuration, args.output / "history.png")
         print(f"chart: {path}")
     return EXIT_OK
@@ -37,14 +44,16 @@ def cmd_prune(args: argparse.Namespace) -> int:
 def add_history(sub) -> None:
     p = sub.add_parser("history", help="the last runs' metrics, as a table and a PNG chart")
     p.add_argument("--last", type=int, default=20, help="how many runs (default 20)")
-    p.add_argument("--configuration", default=defaults.GATED_CONFIGURATION,
-                   help=f"whose metrics (default {defaults.GATED_CONFIGURATION})")
-    p.add_argument("--dataset", help="runs of this dataset only (its collection name)")
+    p.add_argument("--configuration",
+                   help="whose metrics (default: each run's served configuration)")
+    p.add_argument("--dataset", help="runs of this dataset only (a project dataset's name, or a "
+                                     "collection name; default: every dataset, each row with "
+                                     "its dataset and served configuration)")
     p.add_argument("--label", help="runs with this label only")
     p.add_argument("--source", choices=["nightly", "manual", "candidate", "replay"],
                    help="runs of this kind only (replay: the replay history)")
-    p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
-                   help=f"where history.png is written (default {defaults.OUTPUT})")
+    p.add_argument("--output", type=Path,
+                   help="write the chart to OUTPUT/history.png (default: no chart)")
     add_database_url(p)
     p.set_defaults(handler=cmd_history)
     hsub = p.add_subparsers(dest="history_command", required=False, parser_class=Parser)

@@ -27,11 +27,20 @@ def _collection(args):
     return load_collection(**collection_arguments(args))
 
 
+def _entry_value(args, name: str, default):
+    """A setting of the command's dataset in the project settings, else `default`."""
+    from searcheval.cli.common import resolve_args
+
+    resolved = resolve_args(args, {name: default})
+    return resolved.values[name]
+
+
 def _effective(conn, collection, args):
     from searcheval.judging.judgments import parse_rule
     from searcheval.judging.source import preview_judgments
 
-    return preview_judgments(conn, collection, parse_rule(args.rule),
+    rule = args.rule or _entry_value(args, "judgment_rule", defaults.JUDGMENT_RULE)
+    return preview_judgments(conn, collection, parse_rule(rule),
                              max_age_days=args.max_age_days)
 
 
@@ -50,8 +59,17 @@ def cmd_import(args: argparse.Namespace) -> int:
     from searcheval.store.database import open_database
 
     collection = _collection(args)
+    guideline = args.guideline
+    if guideline is None and args.source != "import":  # the team's grades: the version of the
+        # dataset's guideline file, when the project names one
+        from searcheval.cli.common import resolve_args
+        from searcheval.judging.app import Guideline
+
+        entry = resolve_args(args, {}).entry
+        if entry is not None and entry.get("guideline"):
+            guideline = Guideline.from_file(entry.get("guideline")).version
     rows = read_judgment_file(args.file, collection, judge=args.judge, source=args.source,
-                              guideline=args.guideline, fmt=args.format)
+                              guideline=guideline, fmt=args.format)
     with open_database(args.database_url) as conn:
         added = store.add_judgments(conn, judgment_set(collection), rows)
     judges = sorted({r.judge for r in rows})
@@ -95,17 +113,21 @@ def cmd_pool(args: argparse.Namespace) -> int:
     pool_id = pooling.new_pool_id()
     with open_database(args.database_url) as conn:
         if args.run == "latest":
-            runs = last_runs(conn, 1)
+            from searcheval.store.snapshots import find_runs
+
+            runs = find_runs(conn, n=1, dataset=judgment_set(collection)) \
+                or last_runs(conn, 1)  # a run that recorded no dataset: the latest of all
             if not runs:
-                raise InputError("no run in the history yet: run `searcheval run` first",
-                                 field="run")
+                raise InputError(f"no run of {judgment_set(collection)} in the history yet: run "
+                                 "`searcheval run` first", field="run")
             run_id = runs[0]["run_id"]
         else:
             if store.run_row(conn, args.run) is None:
                 raise InputError(f"no run {args.run!r} in the history (searcheval history lists "
                                  "them)", field="run")
             run_id = args.run
-        rankings = pooling.load_run_rankings(pooling.run_folder(args.run_output, run_id),
+        run_output = args.run_output or Path(_entry_value(args, "output", defaults.OUTPUT))
+        rankings = pooling.load_run_rankings(pooling.run_folder(run_output, run_id),
                                              configurations)
         golden = {q.id for q in collection.queries}
         if not any(set(ranking) & golden for ranking in rankings.values()):
@@ -174,9 +196,10 @@ def _common(p: argparse.ArgumentParser, rule: bool = True) -> None:
     add_collection(p)
     add_database_url(p)
     if rule:
-        p.add_argument("--rule", default=defaults.JUDGMENT_RULE,
+        p.add_argument("--rule",
                        help="effective grade: each judge's latest, then median | majority | "
-                            f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+                            "judge:NAME; judge:dataset: the dataset's own qrels only (default: "
+                            f"the project's judgment_rule, else {defaults.JUDGMENT_RULE})")
         p.add_argument("--max-age-days", type=int, default=defaults.MAX_AGE_DAYS,
                        help="judgments older than this are stale "
                             f"(default {defaults.MAX_AGE_DAYS})")
@@ -194,7 +217,9 @@ def add_judgments(sub) -> None:
                    help="default: told by the file name (.csv, .jsonl, .tsv = BEIR, else TREC)")
     i.add_argument("--source", choices=list(defaults.JUDGMENT_SOURCES), default="import",
                    help="who made the grades: human, import (default) or model")
-    i.add_argument("--guideline", help="version of the grading guideline the grades followed")
+    i.add_argument("--guideline", help="version of the grading guideline the grades followed "
+                   "(default for human and model grades: the version of the dataset's guideline "
+                   "file in the project settings)")
     _common(i, rule=False)
     i.set_defaults(handler=cmd_import)
 
@@ -208,12 +233,15 @@ def add_judgments(sub) -> None:
     e.set_defaults(handler=cmd_export)
 
     q = group.add_parser("pool", help="the unjudged top k of a run's configurations")
-    q.add_argument("--run", required=True, help="a run id from `searcheval history`, or latest")
+    q.add_argument("--run", default="latest",
+                   help="a run id from `searcheval history`, or latest (default: the dataset's "
+                        "latest run)")
     q.add_argument("--depth", type=int, default=defaults.POOL_DEPTH,
                    help=f"top k of each configuration (default {defaults.POOL_DEPTH})")
     q.add_argument("--configurations", help="comma-separated subset of the run's configurations")
-    q.add_argument("--run-output", type=Path, default=Path(defaults.OUTPUT),
-                   help=f"the run's output folder, with runs/*.trec (default {defaults.OUTPUT})")
+    q.add_argument("--run-output", type=Path,
+                   help="the run's output folder, with runs/*.trec (default: the dataset's "
+                        f"output in the project settings, else {defaults.OUTPUT})")
     q.add_argument("--format", choices=["csv", "jsonl"], default="csv",
                    help="of the pool file (default csv)")
     q.add_argument("--file", type=Path, help="write the pool here (default: stdout, unless --save)")
@@ -270,16 +298,23 @@ def rating_session(args: argparse.Namespace):
     collection = _collection(args)
     url = resolve_url(args.database_url)
     with open_database(url) as conn:
-        found = store.load_pool(conn, args.pool)
+        found = store.load_pool(conn, args.pool, judgment_set(collection))
     if found is None:
         raise InputError(f"no pool {args.pool!r} in the database: make one with "
                          "`searcheval judgments pool --run latest --save`", field="pool")
     pool, items = found
     if pool["catalog"] != judgment_set(collection):
         raise InputError(f"pool {pool['pool_id']} is of {pool['catalog']}, not of "
-                         f"{judgment_set(collection)}: pass its --fixtures/--dataset", field="pool")
+                         f"{judgment_set(collection)}: pass its --dataset", field="pool")
+    from searcheval.cli.common import resolve_args
+    from searcheval.judging.app import Guideline
+
+    entry = resolve_args(args, {}).entry  # the dataset's guideline and grade labels
+    guideline = Guideline.from_file(entry.get("guideline") if entry is not None else None,
+                                    entry.get("grade_labels") if entry is not None else None)
     return RatingSession(database_url=url, collection=collection, pool=pool, items=items,
-                         judge=args.judge or getpass.getuser(), token=token)
+                         judge=args.judge or getpass.getuser(), token=token,
+                         guideline=guideline)
 
 
 def cmd_rate(args: argparse.Namespace) -> int:

@@ -30,30 +30,43 @@ from searcheval.errors import InputError, exit_code
 #: every other option is the flag of its name (`overrides`: --set). tests/unit/test_run_options.py
 #: holds them together.
 WITHOUT_FLAG = {
-    "depth": "the depth of every configuration is the gate's: a flow parameter only",
     "metrics": "the reported metrics: a flow parameter (the Run form's choices)",
-    "coverage_k": "a flow parameter, set per deployment",
     "max_age_days": "a flow parameter, set per deployment (the dataset's settings otherwise)",
     "model_path": "a flow parameter, set per deployment",
     "snapshot_retention": "a flow parameter; `searcheval history prune --older-than` by hand",
     "kind": "told by how the run started (its schedule, by hand, a candidate)",
     "allow_dirty": "the scheduled deployment sets it false; a run by hand may be dirty",
+    "dataset_name": "set by the command line from the project settings, never by hand",
+    "sources": "set by the command line from the project settings, never by hand",
 }
 
 
 def run_request(args: argparse.Namespace):
-    """The run the flags ask for, as the preflight checks it (and the flow's parameters): each
+    """The run the flags ask for, settled over the project settings (searcheval.project), as
+    the preflight checks it (and the flow's parameters)."""
+    from searcheval.cli.common import current_project
+    from searcheval.project import resolve_request
+
+    request = given_request(args)
+    resolve_request(request, current_project(), output=True)
+    args.output = Path(request.output)
+    return request
+
+
+def given_request(args: argparse.Namespace):
+    """The run the flags ask for, before the project settings fill what they left empty: each
     option from the flag of its name (RunRequest is the one list of them)."""
     from searcheval.evaluation.preflight import OPTIONS, RunRequest
+    from searcheval.io.settings import parse_grade_map
     from searcheval.rankers.configs import parse_assignment
 
     given = {name: getattr(args, name) for name in OPTIONS if hasattr(args, name)}
-    given.update(collection_arguments(args))  # fixtures, dataset, mapping as the flow takes them
     if args.configurations is not None:
         given["configurations"] = [c.strip() for c in args.configurations.split(",")]
     given["overrides"] = dict(parse_assignment(text) for text in args.set or []) or None
-    for name in ("baseline", "configurations_file", "output"):
-        given[name] = None if given[name] is None else str(given[name])
+    given["grade_map"] = dict(parse_grade_map(args.grade_map)) if args.grade_map else None
+    for name in ("fixtures", "dataset", "mapping", "baseline", "configurations_file", "output"):
+        given[name] = None if given.get(name) is None else str(given[name])
     if given.get("judgment_sources") is not None:  # refused before anything runs
         from searcheval.io.settings import check_judgment_sources
 
@@ -62,10 +75,19 @@ def run_request(args: argparse.Namespace):
 
 
 def flow_parameters(request, args: argparse.Namespace) -> dict:
-    """The flow's parameters of `request`: the options the command line has a flag for."""
+    """The flow's parameters of a settled `request`: the options the command line has a flag
+    for, and where the project settings' values came from (`sources`, `dataset_name`). A
+    library default is passed empty, so the flow settles it again as a default."""
     from searcheval.evaluation.preflight import OPTIONS
+    from searcheval.project import RUN_DEFAULTS
 
-    return {name: getattr(request, name) for name in OPTIONS if name not in WITHOUT_FLAG}
+    params = {name: getattr(request, name) for name in OPTIONS if name not in WITHOUT_FLAG}
+    params.update(dataset_name=request.dataset_name, sources=request.sources)
+    for name in RUN_DEFAULTS:
+        if name in params and name not in (request.sources or {}) \
+                and name not in ("max_age_days", "output"):
+            params[name] = None
+    return params
 
 
 def check_run(args: argparse.Namespace):
@@ -79,7 +101,7 @@ def check_run(args: argparse.Namespace):
     if getattr(args, "judge", None):  # a model judge is refused before any work, too
         from searcheval.judging.labelling import check_judge_reference
 
-        check_judge_reference(args.judge, str(args.configurations_file))
+        check_judge_reference(args.judge, str(request.configurations_file))
     return request, found
 
 
@@ -223,29 +245,37 @@ def add_run(sub) -> None:
     p.add_argument("--coverage-floor", type=float,
                    help="judged share of each configuration's top 10 below which the run alerts "
                         f"(default: the dataset's setting, else {defaults.COVERAGE_FLOOR})")
-    p.add_argument("--judgment-rule", default=defaults.JUDGMENT_RULE,
+    p.add_argument("--coverage-k", type=int,
+                   help="depth of the judged share (default: the project's setting, else "
+                        f"{defaults.COVERAGE_K})")
+    p.add_argument("--depth", type=int,
+                   help="results per query (default: the project's setting, else "
+                        f"{defaults.DEPTH})")
+    p.add_argument("--judgment-rule",
                    help="effective grade of a pair: each judge's latest, then median | majority | "
-                        f"judge:NAME (default {defaults.JUDGMENT_RULE})")
+                        "judge:NAME; judge:dataset counts the dataset's own qrels only (default: "
+                        f"the project's setting, else {defaults.JUDGMENT_RULE})")
     p.add_argument("--judgment-sources", metavar="dataset|all|SOURCES",
                    help="which judgments count: dataset (the dataset's own qrels only), all, or "
                         "sources counted beside them, e.g. human,model (default: the dataset's "
                         "setting, else dataset for BEIR qrels and WANDS labels, all otherwise)")
-    p.add_argument("--agreement-floor", type=float, default=defaults.AGREEMENT_FLOOR,
+    p.add_argument("--agreement-floor", type=float,
                    help="Krippendorff's alpha between judges below which the run alerts "
-                        f"(default {defaults.AGREEMENT_FLOOR})")
-    p.add_argument("--min-per-category", type=int, default=defaults.MIN_PER_CATEGORY,
+                        f"(default: the project's setting, else {defaults.AGREEMENT_FLOOR})")
+    p.add_argument("--min-per-category", type=int,
                    help="fewest golden queries a category may have "
-                        f"(default {defaults.MIN_PER_CATEGORY})")
-    p.add_argument("--baseline", type=Path, default=Path(defaults.BASELINE),
-                   help=f"the reviewed baseline the gate compares with (default {defaults.BASELINE})")
+                        f"(default: the project's setting, else {defaults.MIN_PER_CATEGORY})")
+    p.add_argument("--baseline", type=Path,
+                   help="the reviewed baseline the gate compares with (default: the project's "
+                        f"setting, else {defaults.BASELINE})")
     p.add_argument("--no-baseline", action="store_true",
                    help="score only, no gate, on purpose: the run says NOT GATED (otherwise a "
                         "missing baseline, or one whose configuration is not run, is refused)")
     p.add_argument("--tolerance", type=float,
                    help="override the baseline's tolerance: a finite absolute drop in "
                         f"0..{defaults.MAX_TOLERANCE:g}")
-    p.add_argument("--configurations-file", type=Path, default=Path(defaults.CONFIGURATIONS_FILE),
-                   help="the configurations that can run (default "
+    p.add_argument("--configurations-file", type=Path,
+                   help="the configurations that can run (default: the project's setting, else "
                         f"{defaults.CONFIGURATIONS_FILE})")
     p.add_argument("--configurations", help="comma-separated names from the configurations file "
                    "(default: its `run` list)")
@@ -257,9 +287,9 @@ def add_run(sub) -> None:
     p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
                    help="override a parameter for this run, e.g. --set fused.rrf_k=20 "
                         "(repeatable; the value is read as YAML)")
-    p.add_argument("--output", type=Path, default=Path(defaults.OUTPUT),
+    p.add_argument("--output", type=Path,
                    help=f"folder of metrics.json, report.md, per_query.csv, runs/ "
-                        f"(default {defaults.OUTPUT})")
+                        f"(default: the project's setting, else {defaults.OUTPUT})")
     p.add_argument("--label", help="a label for this run, e.g. the ranking version")
     p.add_argument("--judge", metavar="[FILE:]NAME",
                    help="a model judge (of judges.yaml, or FILE:NAME) that grades this run's "

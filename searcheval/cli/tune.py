@@ -22,14 +22,33 @@ from searcheval.cli.common import (
 
 
 def tune_request(args: argparse.Namespace):
+    """The study the flags ask for; the data and the configurations file default to the
+    project's dataset (searcheval.project), never to the fixtures."""
+    from searcheval.cli.common import current_project
+    from searcheval.errors import InputError
+    from searcheval.project import which_dataset
     from searcheval.rankers.configs import parse_assignment
     from searcheval.tuning.space import parse_param
     from searcheval.tuning.study import TuneRequest
 
+    kind, path, entry = which_dataset(current_project(), fixtures=args.fixtures,
+                                      dataset=args.dataset)
+    if kind == "mapping":
+        raise InputError("tune reads a dataset folder or a fixtures folder, not a mapping: pass "
+                         "--dataset or --fixtures", field="dataset")
+
+    def setting(name: str, given, default):
+        if given is not None:
+            return given
+        return entry.get(name) if entry is not None and entry.get(name) is not None else default
+
     return TuneRequest(
-        fixtures=None if args.dataset else str(args.fixtures),
-        dataset=str(args.dataset) if args.dataset else None, split=args.split,
-        max_queries=args.max_queries, configurations_file=str(args.configurations_file),
+        fixtures=path if kind == "fixtures" else None,
+        dataset=path if kind == "dataset" else None,
+        split=setting("split", args.split, defaults.SPLIT),
+        max_queries=setting("max_queries", args.max_queries, None),
+        configurations_file=str(setting("configurations_file", args.configurations_file,
+                                        defaults.CONFIGURATIONS_FILE)),
         overrides=dict(parse_assignment(t) for t in args.set or []) or None,
         params=dict(parse_param(t) for t in args.param or []) or None,
         space_file=str(args.space) if args.space else None, target=args.target,
@@ -111,14 +130,17 @@ def add_tune(sub) -> None:
                   EXIT_REFUSED: EXIT_MEANINGS[EXIT_REFUSED],
                   EXIT_FAILED: EXIT_MEANINGS[EXIT_FAILED]}))
     source = p.add_mutually_exclusive_group()
-    source.add_argument("--fixtures", type=Path, default=Path(defaults.FIXTURES),
-                        help=f"the fixtures' folder (default {defaults.FIXTURES})")
-    source.add_argument("--dataset", type=Path, help="a dataset folder (BEIR, WANDS, fixtures)")
-    p.add_argument("--split", default=defaults.SPLIT, help="a BEIR dataset's qrels split")
+    source.add_argument("--fixtures", type=Path,
+                        help="a folder in the fixtures' layout (default: the project's dataset)")
+    source.add_argument("--dataset",
+                        help="a project dataset's name or a dataset folder (BEIR, WANDS, "
+                             "fixtures; default: the project's dataset)")
+    p.add_argument("--split", help=f"a BEIR dataset's qrels split (default: the project's "
+                                   f"setting, else {defaults.SPLIT})")
     p.add_argument("--max-queries", type=int, help="only the first N judged queries")
     p.add_argument("--configurations-file", type=Path,
-                   default=Path(defaults.CONFIGURATIONS_FILE),
-                   help=f"the configurations (default {defaults.CONFIGURATIONS_FILE})")
+                   help=f"the configurations (default: the project's setting, else "
+                        f"{defaults.CONFIGURATIONS_FILE})")
     p.add_argument("--set", action="append", metavar="NAME.PARAM=VALUE",
                    help="a fixed override every trial starts from (repeatable)")
     p.add_argument("--param", action="append", metavar="NAME.PARAM=SPEC",

@@ -27,8 +27,10 @@ from searcheval.evaluation.report import EvaluationResult, query_notes
 from searcheval.evaluation.validation import ValidationReport
 from searcheval.io.collection import collection_hashes
 from searcheval.judging.judgments import Effective, judgment_set
+from searcheval.judging.summary import pool_command
 from searcheval.judging.versions import Observed
 from searcheval.metrics.engine import parse_metrics
+from searcheval.project import find_project, pool_flags, resolve_request, run_settings
 from searcheval.rankers.registry import needs_embeddings
 from searcheval.types import Collection, RankedRun
 
@@ -48,6 +50,7 @@ class RunPlan:
     baseline: Any  # evaluation.baseline.Baseline | None
     not_gated_reason: str | None
     code: dict  # provenance.code_state of the project folder
+    project: str = "."  # the project folder (its settings: `project_settings`)
 
     @property
     def served(self) -> str | None:
@@ -79,6 +82,7 @@ def plan_run(request: RunRequest, project: str | Path, found: Preflight | None =
     `allow_dirty` is false) and for a catalog configuration on a dataset without documents."""
     from searcheval.evaluation.preflight import preflight
 
+    resolve_request(request, project_settings(project))  # the project's settings fill the gaps
     found = found if found is not None else preflight(request)
     code = provenance.code_state(project)
     found.raise_for_problems()
@@ -90,7 +94,20 @@ def plan_run(request: RunRequest, project: str | Path, found: Preflight | None =
                    selected=selected,
                    metrics=tuple(m.name for m in parse_metrics(request.metrics)),
                    conventions=found.conventions, baseline=found.baseline,
-                   not_gated_reason=found.not_gated_reason, code=code)
+                   not_gated_reason=found.not_gated_reason, code=code, project=str(project))
+
+
+def project_settings(project: str | Path):
+    """The project settings of a run: SEARCHEVAL_SETTINGS, else the working directory's (or
+    above), else those of the project folder the flows came from (searcheval.project)."""
+    return find_project() or find_project(project)
+
+
+def run_values(request: RunRequest) -> dict:
+    """The settled options `searcheval.project`'s report helpers read."""
+    return {name: getattr(request, name, None) for name in (
+        "fixtures", "dataset", "mapping", "split", "judgment_rule", "configurations_file",
+        "baseline", "dataset_name", "sources")}
 
 
 def checked_judgments(plan: RunPlan, report: ValidationReport, collection: Collection,
@@ -166,12 +183,16 @@ def evaluation_result(plan: RunPlan, *, run_id: str, started: datetime, collecti
                                        r.coverage_k, effective, r.agreement_floor,
                                        verdict=verdict, baseline=plan.baseline,
                                        tolerance=r.tolerance, candidate=r.candidate)
+    values = run_values(r)  # the pool command printed by the report and the alert, as it runs
+    judging["pool"]["command"] = pool_command(run_id, r.coverage_k, pool_flags(values, r.output))
     return EvaluationResult(
         run_id=run_id, started_at=started, finished_at=datetime.now(timezone.utc),
         source=plan.source, input_hashes=hashes, model=embedded.model, scores=scores,
         gate=verdict, validation=view.report.to_dict(), coverage=coverage,
         embeddings=embedded.stats, flow_run_id=flow_run_id, label=r.label,
-        conventions={**plan.conventions.to_dict(), "depth": r.depth},  # the gate: same depth
+        conventions={**plan.conventions.to_dict(), "depth": r.depth,  # the gate: same depth
+                     "settings": run_settings(values, r.sources, collection, depth=r.depth,
+                                              project=project_settings(plan.project))},
         queries=query_notes(collection.queries, pipeline.segments_of(collection.queries)),
         judging=judging, not_gated_reason=not_gated_reason, dataset=dataset_of(collection),
         snapshot_depth=r.snapshot_depth, kind=r.kind or kind, failures=failures,

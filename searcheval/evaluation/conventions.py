@@ -82,12 +82,15 @@ class Conventions:
 def resolve_conventions(collection: Collection, *, gain: str | None = None,
                         relevance_level: int | None = None, no_relevant: str | None = None,
                         coverage_floor: float | None = None,
-                        coverage_k: int = defaults.COVERAGE_K) -> Conventions:
+                        coverage_k: int = defaults.COVERAGE_K,
+                        sources: dict[str, str] | None = None) -> Conventions:
     """Each convention from the run parameters (None: not given), else the collection's declared
     settings, else the default; refused when a value is invalid, or when the relevance level lies
-    above the grade scale (no judgment could ever be relevant)."""
+    above the grade scale (no judgment could ever be relevant). `sources` names where a given
+    value came from when it is not the command line (a project's dataset entry)."""
     given = {"gain": gain, "relevance_level": relevance_level, "no_relevant": no_relevant,
              "coverage_floor": coverage_floor}
+    sources_given = sources
     declared = collection.settings.declared()
     where = f"dataset setting in {collection.settings.source}"
     values: dict[str, object] = {}
@@ -95,14 +98,15 @@ def resolve_conventions(collection: Collection, *, gain: str | None = None,
     for name in SCORING:
         if given[name] is not None:
             values[name] = check_setting(name, given[name])
-            sources[name] = f"{PARAMETER} {name}"
+            sources[name] = (sources_given or {}).get(name, f"{PARAMETER} {name}")
         elif name in declared:
             values[name] = declared[name]
             sources[name] = where
         else:
             values[name] = DEFAULTS[name]
             sources[name] = DEFAULT
-    sources["grade_scale"] = collection.provenance.get("grade_scale", DEFAULT)
+    sources["grade_scale"] = (sources_given or {}).get("grade_scale") \
+        or collection.provenance.get("grade_scale", DEFAULT)
     if collection.grade_map is not None:
         sources["grade_map"] = collection.provenance.get("grade_map", DEFAULT)
     lo, hi = collection.grade_scale

@@ -143,7 +143,9 @@ def _load_side(conn: psycopg.Connection, spec: str, *, configuration: str | None
     row = _run_row(conn, name, dataset=dataset, configuration=conf, baseline=baseline)
     summary = row.get("summary") or {}
     scored = {r["configuration"] for r in store.run_metrics(conn, row["run_id"])}
-    conf = conf or (GATED_CONFIGURATION if GATED_CONFIGURATION in scored else
+    served = (summary.get("what_ran") or {}).get("served")  # the run's own served one
+    conf = conf or (served if served in scored else
+                    GATED_CONFIGURATION if GATED_CONFIGURATION in scored else
                     (sorted(scored)[0] if scored else GATED_CONFIGURATION))
     if conf not in scored:
         raise InputError(f"run {row['run_id']} has no configuration {conf!r}; it scored "

@@ -18,7 +18,10 @@ HISTORY_METRICS = ("ndcg@10", "mrr", "recall@20")
 
 
 def _git(summary: dict) -> tuple[str | None, bool | None]:
-    """The git commit and dirty flag a run recorded (the record of what ran), if it did."""
+    """The git commit and dirty flag a run recorded (what_ran's `code`), if it did."""
+    code = (summary.get("what_ran") or {}).get("code")
+    if isinstance(code, dict) and ("commit" in code or "dirty" in code):
+        return code.get("commit"), code.get("dirty")
     for block in (summary.get("ran"), summary.get("record"), summary):
         if isinstance(block, dict) and isinstance(block.get("git"), dict):
             git = block["git"]
@@ -26,12 +29,35 @@ def _git(summary: dict) -> tuple[str | None, bool | None]:
     return summary.get("git_commit"), summary.get("git_dirty")
 
 
-def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | None = None, *,
+def _served(summary: dict) -> str | None:
+    """The configuration the run served (what_ran's `served`)."""
+    served = (summary.get("what_ran") or {}).get("served")
+    return served if isinstance(served, str) else None
+
+
+def _marks(summary: dict, served: str | None, shown: str | None) -> list[str]:
+    """What a history row must not hide: an incomplete run (failed queries beyond the
+    allowance), a candidate gated beside the served configuration, another configuration than
+    the served one shown."""
+    marks = []
+    failures = summary.get("failures") or {}
+    if failures.get("incomplete"):
+        marks.append("incomplete")
+    gated = (summary.get("gate") or {}).get("configuration")
+    if gated and served and gated != served:
+        marks.append(f"candidate:{gated}")
+    if shown and served and shown != served:
+        marks.append(f"not served: {shown}")
+    return marks
+
+
+def recent_runs(n: int, configuration: str | None = None, url: str | None = None, *,
                 dataset: str | None = None, label: str | None = None,
                 source: str | None = None) -> list[dict]:
     """The last n runs, oldest first: {run_id, started_at, gate_passed, metrics: {name: value},
-    dataset, label, source, commit, dirty, baseline_updates: [...]}, filtered by dataset, label
-    and source (nightly, manual, candidate; replay reads the replay history)."""
+    dataset, label, source, commit, dirty, configuration, marks, baseline_updates: [...]},
+    filtered by dataset, label and source (nightly, manual, candidate; replay reads the replay
+    history). `configuration` None: each run's own served configuration."""
     from searcheval.store import snapshots
 
     with open_database(url) as conn:
@@ -44,20 +70,32 @@ def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | Non
         updates = snapshots.baseline_updates(conn)
         out = []
         for run in reversed(rows):
+            summary = run.get("summary") or {}
+            served = _served(summary)
             if source == "replay":
+                shown = run["configuration"]
                 metrics = {r["metric"]: r["value"] for r in store.replay_run_metrics(conn, run["run_id"])
                            if r["segment"] == "(all)" and r["configuration"] == run["configuration"]}
-                gate, kind, run_label = run["passed"], "replay", (run.get("summary") or {}).get("label")
+                gate, kind, run_label = run["passed"], "replay", summary.get("label")
+                marks = []
             else:
-                metrics = {r["metric"]: r["value"] for r in store.run_metrics(conn, run["run_id"])
-                           if r["configuration"] == configuration and r["category"] == "all"}
+                rows_of_run = store.run_metrics(conn, run["run_id"])
+                if served is None:  # a run that recorded no served configuration: the gated
+                    # one, else the only one it scored
+                    scored = sorted({r["configuration"] for r in rows_of_run})
+                    served = (summary.get("gate") or {}).get("configuration") \
+                        or (scored[0] if len(scored) == 1 else None)
+                shown = configuration or served
+                metrics = {r["metric"]: r["value"] for r in rows_of_run
+                           if r["configuration"] == shown and r["category"] == "all"}
                 gate, kind, run_label = run["gate_passed"], run.get("kind"), run.get("label")
-            commit, dirty = _git(run.get("summary") or {})
-            failed = (((run.get("summary") or {}).get("failures") or {}).get("configurations")
-                      or {}).get(configuration) or {}
+                marks = _marks(summary, served, shown)
+            commit, dirty = _git(summary)
+            failed = ((summary.get("failures") or {}).get("configurations") or {}).get(shown) or {}
             out.append({"run_id": run["run_id"], "started_at": run["started_at"],
                         "gate_passed": gate, "metrics": metrics, "dataset": run.get("dataset"),
                         "label": run_label, "source": kind, "commit": commit, "dirty": dirty,
+                        "configuration": shown, "marks": marks,
                         "failed": failed.get("failed") or 0, "queries": failed.get("queries")})
     for i, run in enumerate(out):
         after = out[i - 1]["started_at"] if i else None
@@ -67,28 +105,39 @@ def recent_runs(n: int, configuration: str = GATED_CONFIGURATION, url: str | Non
     return out
 
 
-def history_table(runs: list[dict], configuration: str = GATED_CONFIGURATION) -> str:
+def history_table(runs: list[dict], configuration: str | None = None) -> str:
     if not runs:
         return "no run recorded yet"
-    lines = [f"{'run':<26}{'started (UTC)':<18}" + "".join(f"{m:<11}" for m in HISTORY_METRICS)
-             + f"{'gate':<9}{'source':<10}{'commit':<10}{'dirty':<7}label"]
-    partial = []
+    lines = [f"{'run':<26}{'started (UTC)':<18}{'dataset':<14}{'configuration':<15}"
+             + "".join(f"{m:<11}" for m in HISTORY_METRICS)
+             + f"{'gate':<9}{'source':<10}{'commit':<10}{'dirty':<7}{'label':<12}marks"]
+    partial = []  # what a starred mean is over
     for r in runs:
         gate = {True: "passed", False: "TRIPPED", None: "-"}[r["gate_passed"]]
         dirty = {True: "yes", False: "no", None: "-"}[r.get("dirty")]
-        mark = "*" if r.get("failed") else ""  # a mean over fewer queries, marked
-        if mark:
+        marks = list(r.get("marks") or [])
+        if r.get("baseline_updates"):
+            marks.append("baseline updated before")
+        starred = "incomplete" in marks or bool(r.get("failed"))  # a mean over fewer queries
+        if r.get("failed"):
             n = r.get("queries") or 0
             partial.append(f"* {r['run_id']}: {r['failed']} quer"
                            f"{'y' if r['failed'] == 1 else 'ies'} failed: means over "
                            f"{n - r['failed']} of {n}")
+        values = "".join(f"{_fmt(r['metrics'].get(m)) + ('*' if starred else ''):<11}"
+                         for m in HISTORY_METRICS)
         lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
-                      + "".join(f"{_fmt(r['metrics'].get(m)) + mark:<11}"
-                                for m in HISTORY_METRICS)
+                      + f"{(r.get('dataset') or '-')[:13]:<14}"
+                      + f"{(r.get('configuration') or '-')[:14]:<15}" + values
                       + f"{gate:<9}{r.get('source') or '-':<10}{(r.get('commit') or '-')[:8]:<10}"
-                      + f"{dirty:<7}{r.get('label') or '-'}").rstrip())
+                      + f"{dirty:<7}{(r.get('label') or '-')[:11]:<12}"
+                      + ", ".join(marks)).rstrip())
     lines.extend(partial)
-    lines.append(f"({configuration}, {len(runs)} runs, oldest first)")
+    shown = configuration or "each run's served configuration"
+    lines.append(f"({shown}, {len(runs)} runs, oldest first"
+                 + ("; * a mean over the queries answered, not over all"
+                    if any("incomplete" in (r.get("marks") or []) or r.get("failed")
+                           for r in runs) else "") + ")")
     return "\n".join(lines)
 
 
@@ -96,7 +145,7 @@ def _fmt(value) -> str:
     return "-" if value is None else f"{value:.3f}"
 
 
-def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Path:
+def history_chart(runs: list[dict], configuration: str | None, path: str | Path) -> Path:
     """A PNG line chart of the history metrics over the runs; tripped runs marked in red, baseline
     updates as dashed lines before the first run after them, labels written above their run."""
     import matplotlib
@@ -121,7 +170,7 @@ def history_chart(runs: list[dict], configuration: str, path: str | Path) -> Pat
     ax.set_xticks(x, [f"{r['started_at']:%m-%d %H:%M}" for r in runs], rotation=45, ha="right",
                   fontsize=7)
     ax.set_ylim(0, 1.08)
-    ax.set_title(f"searcheval: {configuration}, last {len(runs)} runs (red: gate tripped; "
+    ax.set_title(f"searcheval: {configuration or 'served configuration'}, last {len(runs)} runs (red: gate tripped; "
                  "dashed: baseline updated)", fontsize=9)
     ax.legend(loc="lower left")
     fig.tight_layout()

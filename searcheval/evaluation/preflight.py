@@ -68,17 +68,18 @@ class RunRequest:
     range and help. The nightly flow's signature and docstring, the `searcheval run` flags and
     deploy/prefect.yaml's parameters are tied to it by tests/unit/test_run_options.py."""
 
-    fixtures: str | None = option(defaults.FIXTURES, help=(
-        "Folder of the seed fixtures (catalog.json, golden_queries.json, "
-        "judgments.csv), relative to the project folder; ignored when dataset or "
-        "mapping is set."))
+    fixtures: str | None = option(None, help=(
+        "A folder in the fixtures' layout (catalog.json, golden_queries.json, "
+        "judgments.csv); ignored when dataset or mapping is set."))
     dataset: str | None = option(None, help=(
-        "A dataset folder instead of the fixtures: BEIR, WANDS or the fixtures' "
-        "layout, told by its files."))
+        "A dataset of the project settings (its name), or a dataset folder: BEIR, WANDS "
+        "or the fixtures' layout, told by its files. Empty (with fixtures and mapping "
+        "empty): the project's default dataset. Every option below left empty takes the "
+        "dataset's project setting, else the library's default (searcheval.project)."))
     mapping: str | None = option(None, help=(
         "A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL "
         "queries, instead of the fixtures."))
-    split: str = option(defaults.SPLIT, help=(
+    split: str | None = option(None, help=(
         "The BEIR qrels split to judge with (qrels/<split>.tsv)."))
     max_queries: int | None = option(None, whole=(1, None), help=(
         "Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty "
@@ -89,14 +90,14 @@ class RunRequest:
     grade_scale: list[int] | None = option(None, help=(
         "The grades a judgment may have, as [lowest, highest]; empty for the "
         "dataset's setting."))
-    baseline: str | None = option(defaults.BASELINE, help=(
+    baseline: str | None = option(None, help=(
         "The reviewed baseline.json the gate compares the served configuration "
         "with."))
     no_baseline: bool = option(False, help=(
         "Run without a gate on purpose (the run says NOT GATED and why)."))
     configurations: list[str] | None = option(None, help=(
         "Entries of configurations_file to run; empty for the file's `run` list."))
-    configurations_file: str = option(defaults.CONFIGURATIONS_FILE, help=(
+    configurations_file: str | None = option(None, help=(
         "The configurations file (YAML) naming each configuration's kind and "
         "parameters, and the one production serves."))
     overrides: dict[str, Any] | None = option(None, help=(
@@ -106,14 +107,14 @@ class RunRequest:
         "An entry evaluated beside the served one on the same queries: it is the "
         "one gated, and the queries it made better and worse are listed. Several, comma "
         "separated: each compared with the served one (Holm's correction), which is gated."))
-    depth: int = option(defaults.DEPTH, whole=(1, defaults.MAX_DEPTH), help=(
+    depth: int | None = option(None, whole=(1, defaults.MAX_DEPTH), help=(
         "How many results each configuration returns per query."))
     metrics: list[str] = option(factory=lambda: list(defaults.REPORT_METRICS), help=(
         "The metrics to score and report."))
     tolerance: float | None = option(None, help=(
         "The largest drop of a gated metric that still passes; empty for the "
         "baseline's own tolerance."))
-    coverage_k: int = option(defaults.COVERAGE_K, whole=(1, defaults.MAX_DEPTH), help=(
+    coverage_k: int | None = option(None, whole=(1, defaults.MAX_DEPTH), help=(
         "Depth at which the judged share of each configuration's results is "
         "measured."))
     coverage_floor: float | None = option(None, help=(
@@ -122,7 +123,7 @@ class RunRequest:
     max_age_days: int | None = option(defaults.MAX_AGE_DAYS, whole=(0, defaults.MAX_AGE_LIMIT_DAYS), help=(
         "Judgments older than this many days are stale and left out of scoring; "
         "empty for no limit."))
-    min_per_category: int = option(defaults.MIN_PER_CATEGORY, whole=(0, None), help=(
+    min_per_category: int | None = option(None, whole=(0, None), help=(
         "Fewest golden queries a query category may have."))
     shards: int = option(defaults.SHARDS, whole=(1, defaults.MAX_SHARDS), help=(
         "Query shards per configuration, run concurrently."))
@@ -139,10 +140,10 @@ class RunRequest:
         "it; empty for the dataset's setting."))
     alert_block: str | None = option(None, help=(
         "A Prefect notification block to alert through, as 'type/name'."))
-    judgment_rule: str = option(defaults.JUDGMENT_RULE, help=(
+    judgment_rule: str | None = option(None, help=(
         "How the grades of several judges of one result combine: median, majority, "
         "or judge:NAME (that judge's grade)."))
-    agreement_floor: float = option(defaults.AGREEMENT_FLOOR, help=(
+    agreement_floor: float | None = option(None, help=(
         "Judges' agreement (Krippendorff's alpha, ordinal) below which the run "
         "alerts."))
     output: str | None = option(defaults.OUTPUT, help=(
@@ -171,6 +172,12 @@ class RunRequest:
         "A model judge (NAME of judges.yaml, or FILE:NAME) that grades this run's "
         "unjudged top coverage_k after it is published; its grades count from the next "
         "run on, while its human audit holds. Empty: no model judge."))
+    dataset_name: str | None = option(None, help=(
+        "The dataset's identity when its folder declares none (set from the project "
+        "settings)."))
+    sources: dict[str, str] | None = option(None, help=(
+        "Where options came from when not from the caller (set by the command line from "
+        "the project settings); the report prints them."))
     # whether a Prefect block "type/name" exists: given by the flow (the library never imports
     # Prefect); None checks the block's name only
     block_exists: Callable[[str], bool] | None = None
@@ -205,7 +212,8 @@ class RunRequest:
                 self._loaded["collection"] = load_collection(
                     fixtures=fixtures, dataset=self.dataset,
                     mapping=self.mapping, split=self.split, max_queries=self.max_queries,
-                    grade_map=self.grade_map, grade_scale=self.grade_scale)
+                    grade_map=self.grade_map, grade_scale=self.grade_scale,
+                    name=self.dataset_name)
             except InputError as exc:
                 self._loaded["collection"] = None
                 self._loaded["collection_error"] = exc
@@ -526,7 +534,7 @@ def check_conventions(request: RunRequest) -> list[InputError]:
         request._loaded["conventions"] = resolve_conventions(
             collection, gain=request.gain, relevance_level=request.relevance_level,
             no_relevant=request.no_relevant, coverage_floor=request.coverage_floor,
-            coverage_k=request.coverage_k)
+            coverage_k=request.coverage_k, sources=request.sources)
     except InputError as exc:
         return [exc]
     except (TypeError, ValueError) as exc:  # an option of the wrong type (check_numbers names it)
@@ -583,7 +591,11 @@ CHECKS: list[Callable[[RunRequest], list[InputError]]] = [
 
 
 def preflight(request: RunRequest) -> Preflight:
-    """Every check of `CHECKS`, all problems collected. Nothing is written."""
+    """Every check of `CHECKS`, all problems collected. Nothing is written. An unsettled request
+    is first settled over the working directory's project (searcheval.project.resolve_request)."""
+    from searcheval.project import find_project, resolve_request
+
+    resolve_request(request, find_project())  # nothing to do when the caller settled it
     problems: list[InputError] = []
     seen: set[str] = set()
     for check in CHECKS:

@@ -290,7 +290,10 @@ def _report_header(w, result: EvaluationResult) -> None:
     w(f"- source: `{result.source}`\n- started: {result.started_at.isoformat(timespec='seconds')}\n")
     if result.label:
         w(f"- label: {result.label}\n")
-    w(f"- model: {result.model}\n")
+    if model_ran(result):
+        w(f"- model: {result.model}\n")
+    else:
+        w("- model: none (no configuration read vectors)\n")
     if result.embeddings:
         seconds = ((result.cost or {}).get("embedding") or {}).get("seconds")
         w(f"- embeddings: {result.embeddings.get('embedded', 0)} embedded, "
@@ -316,6 +319,12 @@ def _report_conventions(w, result: EvaluationResult) -> None:
         w("\n## Conventions\n\n")
         for line in conventions_lines(result.conventions):
             w(f"- {line}\n")
+        if result.conventions.get("settings"):
+            from searcheval.project import settings_report_lines
+
+            w("\n## Settings\n\n")
+            for line in settings_report_lines(result.conventions["settings"]):
+                w(f"- {line}\n")
 
 
 def _report_metrics(w, result: EvaluationResult) -> None:
@@ -770,6 +779,12 @@ def model_grades_section(judging: dict, scores: dict) -> str:
                      + (f" ({'; '.join(gate['tripped'])})" if gate.get("tripped") else "")
                      + ".\n")
     return "".join(lines)
+
+
+def model_ran(result: EvaluationResult) -> bool:
+    """Whether the run used its embedding model (embedded texts or read cached vectors)."""
+    stats = result.embeddings or {}
+    return bool(stats.get("embedded") or stats.get("from_cache") or stats.get("documents"))
 
 
 def conventions_lines(conventions: dict) -> list[str]:

@@ -41,7 +41,7 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                     max_queries: int | None = None,
                     grade_map: tuple[tuple[str, int], ...] | dict | None = None,
                     grade_scale: tuple[int, int] | list[int] | None = None,
-                    database_url: str | None = None,
+                    database_url: str | None = None, name: str | None = None,
                     read_query: QueryReader | None = None) -> Collection:
     """Exactly one of: the seed fixtures' folder, a dataset folder (layout detected:
     `dataset_layout`) or a mapping file (`searcheval.io.mapped`).
@@ -49,7 +49,9 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
     `split` is the BEIR qrels split; `max_queries` keeps the first N queries (BEIR, WANDS, mapped);
     `grade_map` (text label -> grade: WANDS, mapped) and `grade_scale` ([lowest, highest]) override
     the dataset's settings; `database_url` is where a mapping's SQL tables live, read by
-    `read_query` (searcheval.load_collection hands in searcheval.store.tables.read_query)."""
+    `read_query` (searcheval.load_collection hands in searcheval.store.tables.read_query); `name`
+    is the dataset's identity when it declares none (a project names its datasets:
+    searcheval.project)."""
     given = [name for name, value in (("fixtures", fixtures), ("dataset", dataset),
                                       ("mapping", mapping)) if value is not None]
     if len(given) != 1:
@@ -65,7 +67,7 @@ def load_collection(*, fixtures: str | Path | None = None, dataset: str | Path |
                                       grade_scale=grade_scale, database_url=database_url,
                                       read_query=read_query))
     # the catalog's identity in Postgres: a declared name, else the content's fingerprint
-    collection.declared_name = collection.declared_name or collection.settings.name
+    collection.declared_name = collection.declared_name or collection.settings.name or name
     collection.fingerprint = resources_fingerprint(collection.resources)
     return collection
 

@@ -175,9 +175,11 @@ def _from_frame(frame, columns: tuple[str, str, str], name: str, *, grades: bool
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         have = ", ".join(map(str, frame.columns)) or "none"
+        value = "grade" if grades else "score"
+        keyword = "qrels_columns" if grades else "run_columns"
         raise InputError(f"missing column(s) {', '.join(missing)} (the DataFrame has: {have}); "
-                         f"name them with query_column=, doc_column=, "
-                         f"{'grade' if grades else 'score'}_column=", field=name)
+                         f"name them with {keyword}={{'query_id': ..., 'doc_id': ..., "
+                         f"'{value}': ...}}", field=name)
     qcol, dcol, vcol = columns
     values = frame[vcol]
     if not pd.api.types.is_numeric_dtype(values) or pd.api.types.is_bool_dtype(values):

@@ -56,6 +56,7 @@ import ipaddress
 import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from urllib.parse import parse_qs
 
 from fastapi import FastAPI, Request
@@ -80,12 +81,33 @@ MAX_BODY = 64 * 1024  # bytes of one request body: a grade's form is a few hundr
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_SESSIONS = 1000  # browser sessions kept; the oldest is dropped past it
 
-GUIDELINE = {
-    3: "Exactly what the query asks for: the listing a user with this intent wants first.",
-    2: "Relevant: does what the query asks, with a limitation (another network, a narrower scope).",
-    1: "Marginally related: the same topic, but it would not serve this query.",
-    0: "Not relevant, or it breaks a hard constraint of the query (network, asset, price).",
-}
+NO_GUIDELINE = ("No guideline is set for this dataset: name one in the project settings "
+                "(`guideline: FILE` of the dataset, searcheval.yaml), with its `grade_labels`.")
+
+
+@dataclass(frozen=True)
+class Guideline:
+    """The judging guideline a rating page shows: the text of the file the project settings name,
+    its version (file name and sha256 prefix, stored with each grade), and the dataset's own grade
+    labels."""
+
+    text: str = NO_GUIDELINE
+    version: str = GUIDELINE_VERSION
+    labels: dict = field(default_factory=dict)  # grade -> label
+
+    @classmethod
+    def from_file(cls, path: str | Path | None, labels: dict | None = None) -> "Guideline":
+        if path is None:
+            return cls(labels=dict(labels or {}))
+        from searcheval.io.files import read_text
+
+        path = Path(path)
+        if not path.is_file():
+            raise InputError("no guideline file there (the dataset's `guideline` setting)",
+                             file=path, field="guideline")
+        text = read_text(path)
+        digest = hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+        return cls(text=text, version=f"{path.name}@{digest}", labels=dict(labels or {}))
 
 
 def is_loopback(host: str) -> bool:
@@ -142,7 +164,7 @@ class RatingSession:
     items: list[dict]
     judge: str
     token: str | None = None
-    guideline: str = GUIDELINE_VERSION
+    guideline: Guideline = field(default_factory=Guideline)
     started_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc))
 
     def __post_init__(self) -> None:
@@ -247,7 +269,7 @@ class RatingSession:
                                   f"{version!r}: nothing was written"}
         row = JudgmentRow(query_id=qid, doc_id=doc, grade=int(raw), judge=self.judge,
                           judged_at=datetime.now(timezone.utc), source="human",
-                          guideline=self.guideline, content_hash=seen,
+                          guideline=self.guideline.version, content_hash=seen,
                           origin=f"rate:{self.pool['pool_id']}")
         done = store.record_grade(conn, self.catalog, row, expected)
         if done.id is None:
@@ -439,9 +461,12 @@ def create_app(session: RatingSession, allowed_hosts=None, max_body: int = MAX_B
         message, mine.flash = mine.flash, ""
         response = page(
             "query.html", query=query, docs=docs, progress=progress, judge=session.judge,
-            grades=session.grades, guideline=[(g, GUIDELINE.get(g, "")) for g in
-                                              reversed(session.grades)],
-            guideline_version=session.guideline, number=i + 1, of=len(session.order),
+            grades=session.grades,
+            labels={g: session.guideline.labels.get(g, "") for g in session.grades},
+            guideline=[(g, session.guideline.labels.get(g, "")) for g in
+                       reversed(session.grades)],
+            guideline_text=session.guideline.text,
+            guideline_version=session.guideline.version, number=i + 1, of=len(session.order),
             previous=session.order[i - 1] if i > 0 else None,
             next=session.order[i + 1] if i + 1 < len(session.order) else None,
             message=message, csrf=mine.csrf)

@@ -18,6 +18,12 @@ from searcheval.types import Qrels, RankedRun
 POOL_COMMAND = "searcheval judgments pool --run {run_id} --depth {k}"
 
 
+def pool_command(run_id: str, k: int, flags: str = "") -> str:
+    """The pool command a report and an alert print: with the flags that name the run's dataset
+    and output folder (`searcheval.project.pool_flags`), it works as printed."""
+    return POOL_COMMAND.format(run_id=run_id, k=k) + (f" {flags}" if flags else "")
+
+
 def unjudged_pairs(run: RankedRun, qrels: Qrels, k: int = COVERAGE_K) -> list[tuple[str, str]]:
     """The (query, document) pairs of the run's top k without a grade in `qrels`."""
     out = []

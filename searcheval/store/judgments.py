@@ -129,11 +129,14 @@ def save_pool(conn: psycopg.Connection, pool: dict, items: list[dict]) -> None:
                                                    for i in items])
 
 
-def load_pool(conn: psycopg.Connection, pool_id: str | None) -> tuple[dict, list[dict]] | None:
-    """(pool, items by position) of `pool_id`, or of the latest pool when it is None or
-    `latest`; None when there is no such pool."""
+def load_pool(conn: psycopg.Connection, pool_id: str | None,
+              catalog: str | None = None) -> tuple[dict, list[dict]] | None:
+    """(pool, items by position) of `pool_id`, or of the latest pool (of `catalog`, when given)
+    when it is None or `latest`; None when there is no such pool."""
     with conn.cursor(row_factory=dict_row) as cur:
-        if pool_id in (None, "latest"):
+        if pool_id in (None, "latest") and catalog is not None:
+            pool = cur.execute(sql.SELECT_LATEST_POOL_OF, {"catalog": catalog}).fetchone()
+        elif pool_id in (None, "latest"):
             pool = cur.execute(sql.SELECT_LATEST_POOL).fetchone()
         else:
             pool = cur.execute(sql.SELECT_POOL, {"pool_id": pool_id}).fetchone()

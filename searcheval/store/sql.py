@@ -595,6 +595,14 @@ ORDER BY created_at DESC, pool_id DESC
 LIMIT 1
 """
 
+SELECT_LATEST_POOL_OF = """
+SELECT pool_id, catalog, run_id, depth, configurations, overlap, judges, created_at
+FROM judgment_pools
+WHERE catalog = %(catalog)s
+ORDER BY created_at DESC, pool_id DESC
+LIMIT 1
+"""
+
 SELECT_POOL = """
 SELECT pool_id, catalog, run_id, depth, configurations, overlap, judges, created_at
 FROM judgment_pools

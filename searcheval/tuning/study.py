@@ -28,7 +28,7 @@ DEFAULT_MIN_EFFECT = 0.02  # the gate's default tolerance: the smallest differen
 class TuneRequest:
     """What `searcheval tune` was asked (the flow's parameters)."""
 
-    fixtures: str | None = defaults.FIXTURES
+    fixtures: str | None = None
     dataset: str | None = None
     split: str = defaults.SPLIT
     max_queries: int | None = None

@@ -83,17 +83,36 @@ def test_schedules_nightly_at_three_replay_at_half_past_ranking_change_never():
     assert specs["ranking-change"].schedules == ()
 
 
-def test_ranking_change_takes_label_configurations_and_baseline():
+def test_ranking_change_names_the_example_projects_dataset_whose_settings_hold_the_rest():
+    from searcheval.project import load_project
+
     spec = next(s for s in load_deployment_specs() if s.name == "ranking-change")
-    assert {"label", "configurations_file", "baseline"} <= set(spec.parameters)
-    assert spec.parameters["configurations_file"] == "configurations.yaml"
-    assert spec.parameters["baseline"] == "baseline.json"
-    assert (ROOT / spec.parameters["baseline"]).is_file()
+    assert {"label", "dataset", "candidate"} <= set(spec.parameters)
+    entry = load_project(ROOT / "searcheval.yaml").entry(spec.parameters["dataset"])
+    assert entry.get("configurations_file") == str(ROOT / "configurations.yaml")
+    assert entry.get("baseline") == str(ROOT / "baseline.json")
+    assert Path(entry.get("baseline")).is_file()
+
+
+def test_the_example_projects_deployments_are_what_its_settings_generate():
+    """A nightly of your own engine is a settings change: `searcheval deployments` (and serve,
+    for a project folder) generate the deployments from searcheval.yaml; the example project's
+    deploy/prefect.yaml holds exactly those (plus the replay)."""
+    from searcheval.project import deployment_entries, load_project
+
+    generated = {e["name"]: e for e in deployment_entries(load_project(ROOT / "searcheval.yaml"))}
+    document = yaml.safe_load(PREFECT_FILE.read_text())
+    written = {d["name"]: d for d in document["deployments"] if d["name"] in generated}
+    assert set(written) == set(generated) == {"nightly", "ranking-change"}
+    for name, entry in generated.items():
+        for key in ("entrypoint", "tags", "schedules", "parameters"):
+            assert written[name][key] == entry[key], (name, key)
 
 
 #: parameters prefect.yaml sets on purpose to something else than the flow's default (the library's
-#: `searcheval.defaults`): each deployment writes its own output folder and labels its runs.
-OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries",
+#: `searcheval.defaults`): each deployment writes its own output folder, labels its runs and names
+#: its dataset (a dataset of the project settings).
+OWN_VALUES = {"output", "label", "traces", "thresholds", "catalog", "judgments", "queries", "dataset",
               "allow_dirty"}
 
 
@@ -114,9 +133,15 @@ def test_prefect_yaml_agrees_with_the_defaults_of_the_library():
             assert value == signature.parameters[name].default, (spec.name, name)
     nightly = inspect.signature(load_flow(load_deployment_specs()[0], ROOT).fn).parameters
     assert nightly["configurations"].default is None  # the configurations file's `run` list
-    assert nightly["configurations_file"].default == defaults.CONFIGURATIONS_FILE
-    assert nightly["baseline"].default == defaults.BASELINE
-    assert nightly["fixtures"].default == defaults.FIXTURES
+    # None: the project settings' dataset entry, else searcheval.project.RUN_DEFAULTS (the
+    # library's defaults); no default names the fixtures
+    from searcheval.project import RUN_DEFAULTS
+
+    assert nightly["configurations_file"].default is None
+    assert RUN_DEFAULTS["configurations_file"] == defaults.CONFIGURATIONS_FILE
+    assert nightly["baseline"].default is None and RUN_DEFAULTS["baseline"] == defaults.BASELINE
+    assert nightly["fixtures"].default is None and nightly["dataset"].default is None
+    assert not hasattr(defaults, "FIXTURES")
     # None: the dataset's setting (searcheval.yaml), else defaults.COVERAGE_FLOOR (conventions.py)
     assert nightly["coverage_floor"].default is None
     assert CONVENTION_DEFAULTS["coverage_floor"] == defaults.COVERAGE_FLOOR
@@ -154,9 +179,10 @@ def test_served_runs_read_the_files_input_paths_from_the_project_and_write_outpu
     assert specs["nightly"].module_entrypoint == "flows.nightly.nightly"
     assert specs["replay-nightly"].module_entrypoint == "flows.replay.replay"
     resolved = project_parameters(specs["nightly"].parameters, "/srv/project")
-    assert resolved == {**specs["nightly"].parameters, "fixtures": "/srv/project/fixtures",
-                        "baseline": "/srv/project/baseline.json",
-                        "configurations_file": "/srv/project/configurations.yaml"}
+    assert resolved == {**specs["nightly"].parameters, "dataset": "/srv/project/fixtures"}
+    # a project dataset's name stays a name (the flow finds its entry in the settings)
+    assert project_parameters(specs["nightly"].parameters, "/srv/project",
+                              frozenset({"fixtures"})) == specs["nightly"].parameters
     assert resolved["output"] == "out/nightly"  # relative: under the directory the run runs in
     assert project_parameters({"baseline": "/etc/b.json", "dataset": None}, "/srv/project") == \
         {"baseline": "/etc/b.json", "dataset": None}
@@ -188,6 +214,29 @@ def test_serve_builds_the_same_deployments_as_the_file(monkeypatch, tmp_path):
         assert [(s.schedule.cron, s.schedule.timezone, s.active) for s in deployment.schedules] \
             == [(c.cron, c.timezone, c.active) for c in spec.schedules]
         assert deployment.work_pool_name is None  # served: no pool, no worker
+
+
+@pytest.mark.slow
+def test_serve_of_a_project_folder_builds_its_deployments_from_its_settings(monkeypatch, tmp_path):
+    """A nightly of your own engine is a settings change: no prefect.yaml, the dataset's
+    `schedule` is the nightly's, and its parameters name the dataset (kept a name: the flow reads
+    the rest from the settings)."""
+    from searcheval.project import load_project
+
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  sci:\n    dataset: /data/scifact\n"
+        "    schedule: {cron: '15 1 * * *', timezone: Europe/Paris}\n")
+    monkeypatch.chdir(tmp_path)
+    built = {d.name: d for d in build_deployments(None, ROOT,
+                                                  load_project(tmp_path / "searcheval.yaml"))}
+    assert set(built) == {"nightly", "ranking-change"}
+    nightly = built["nightly"]
+    assert nightly.entrypoint == "flows.nightly.nightly"
+    assert nightly.parameters == {"dataset": "sci", "output": "out/nightly", "label": "nightly",
+                                  "allow_dirty": False}
+    assert [(s.schedule.cron, s.schedule.timezone) for s in nightly.schedules] == \
+        [("15 1 * * *", "Europe/Paris")]
+    assert sorted(nightly.tags) == ["acme", "nightly"] and built["ranking-change"].schedules == []
 
 
 @pytest.mark.parametrize("text, field", [

@@ -436,7 +436,8 @@ def test_searcheval_serve_refuses_pool_deployments_then_takes_them_over_and_poll
             # the project's code by module path, its input files by absolute path: a served run
             # runs in the directory serve was started from
             assert deployment["entrypoint"] == specs[name].module_entrypoint
-            assert deployment["parameters"] == project_parameters(specs[name].parameters, ROOT)
+            assert deployment["parameters"] == project_parameters(
+                specs[name].parameters, ROOT, frozenset({"fixtures"}))  # a dataset's name stays
             assert [(s["schedule"]["cron"], s["schedule"]["timezone"], s["active"])
                     for s in deployment["schedules"]] == [(c.cron, c.timezone, c.active)
                                                           for c in specs[name].schedules]
@@ -457,7 +458,8 @@ def test_searcheval_serve_refuses_pool_deployments_then_takes_them_over_and_poll
 
 
 #: what a project needs to be served: its flows and tasks, deployments, inputs (copied, small)
-PROJECT_PARTS = ("flows", "tasks", "deploy", "fixtures", "configurations.yaml", "baseline.json")
+PROJECT_PARTS = ("flows", "tasks", "deploy", "fixtures", "configurations.yaml", "baseline.json",
+                 "searcheval.yaml")
 
 
 def test_serve_started_from_a_subfolder_runs_there_with_the_code_and_database_of_the_project(
@@ -493,7 +495,8 @@ def test_serve_started_from_a_subfolder_runs_there_with_the_code_and_database_of
             if not serve.alive() or time.monotonic() > deadline:
                 pytest.fail(f"searcheval serve did not register the deployments:\n{serve.tail()}")
             time.sleep(0.5)
-        assert ranking["parameters"]["fixtures"] == str(project / "fixtures")
+        # the project's dataset by name: the run reads the rest from the project's settings
+        assert ranking["parameters"]["dataset"] == "fixtures"
         flow_run_id = start_run(stack.server, "ranking-change", label="subfolder",
                                 output="out", configurations='["bm25"]', no_baseline="true")
         run = wait_final(stack.server, flow_run_id, serve)

@@ -132,7 +132,9 @@ def test_low_coverage_points_to_the_pool_and_the_pool_has_that_size(first_run, f
     judging = metrics["judging"]
     pool = judging["pool"]
     assert pool["size"] > 0
-    assert pool["command"] == f"searcheval judgments pool --run {metrics['run_id']} --depth 10"
+    # the command names the run's dataset and output folder: it works as printed (issue 23)
+    assert pool["command"] == (f"searcheval judgments pool --run {metrics['run_id']} --depth 10 "
+                               f"--fixtures {fixtures_copy.resolve()} --run-output {out.resolve()}")
     below = [r for b in webhook.bodies for r in b["reasons"] if r["kind"] == "coverage"]
     assert below and all(r["command"] == pool["command"] for r in below)
     assert all(r["pool"] == judging["configurations"][r["configuration"]]["pool"] for r in below)
@@ -142,8 +144,9 @@ def test_low_coverage_points_to_the_pool_and_the_pool_has_that_size(first_run, f
     lo, hi = fused["bounds"]["precision@10"]
     assert lo <= metrics["configurations"]["fused"]["means"]["precision@10"] <= hi and hi > lo
     capsys.readouterr()
-    assert main(["judgments", "pool", "--run", "latest", "--run-output", str(out), "--save",
-                 "--fixtures", str(fixtures_copy)]) == 0
+    import shlex
+
+    assert main([*shlex.split(pool["command"])[1:], "--save"]) == 0  # as printed, and kept
     assert f"{pool['size']} unjudged pair(s)" in capsys.readouterr().err
     with database.connect(flow_env) as conn:
         saved, items = jstore.load_pool(conn, "latest")

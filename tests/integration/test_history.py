@@ -45,7 +45,9 @@ def test_history_prints_runs_oldest_first_and_draws_a_chart(history_url, tmp_pat
                  history_url]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines[1:3]] == ["run-1", "run-2"]
-    mrr_column = [line.split()[4] for line in lines[1:3]]
+    # run, started (date, time), dataset, configuration (each run's served one), nDCG@10, MRR
+    assert [line.split()[4] for line in lines[1:3]] == ["fused", "fused"]
+    mrr_column = [line.split()[6] for line in lines[1:3]]
     assert mrr_column == [f"{(1 + 1 / 2) / 2:.3f}", f"{(1 + 1 / 4) / 2:.3f}"]
     png = tmp_path / "history.png"
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -274,7 +274,7 @@ def test_history_filters_and_columns_and_baseline_updates_on_the_chart(two_runs,
     assert main(["history", "--dataset", "toy", "--output", str(tmp_path), "--database-url",
                  url]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split()[-5:] == ["gate", "source", "commit", "dirty", "label"]
+    assert lines[0].split()[-6:] == ["gate", "source", "commit", "dirty", "label", "marks"]
     assert [line.split()[0] for line in lines[1:3]] == ["run-a", "run-b"]
     assert lines[1].split()[-4:] == ["manual", "-", "-", "-"]  # source, commit, dirty, label
     for flags in (["--dataset", "other"], ["--label", "v2"], ["--source", "nightly"]):

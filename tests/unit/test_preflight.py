@@ -87,9 +87,14 @@ def test_no_baseline_on_purpose_is_not_gated_and_says_why(fixtures, baseline):
     assert "no_baseline" in found.not_gated_reason
 
 
-def test_no_baseline_given_and_not_said_on_purpose_is_refused(fixtures):
-    found = preflight(RunRequest(fixtures=str(fixtures), baseline=None, environ={}))
-    assert fields(found) == ["baseline"]
+def test_no_baseline_given_and_not_said_on_purpose_is_refused(fixtures, tmp_path):
+    # an empty baseline takes the project's, else the library's `baseline.json`: where that file
+    # is missing, the run is refused unless no_baseline says the run is not gated on purpose
+    missing = tmp_path / "baseline.json"
+    found = preflight(RunRequest(fixtures=str(fixtures), baseline=str(missing), environ={}))
+    assert [str(p) for p in found.problems] == [f"{missing}: file not found"]
+    assert preflight(RunRequest(fixtures=str(fixtures), baseline=str(missing), no_baseline=True,
+                                configurations=["bm25"], environ={})).ok
 
 
 def test_a_baseline_naming_a_configuration_that_does_not_exist_is_refused(fixtures, baseline):

@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from searcheval.cli import build_parser
-from searcheval.cli.run import WITHOUT_FLAG, run_request
+from searcheval.cli.run import WITHOUT_FLAG, given_request, run_request
 from searcheval.evaluation.preflight import OPTIONS, RunRequest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,9 +77,25 @@ def test_every_option_is_a_flag_of_its_name_or_says_why_not():
     assert not set(WITHOUT_FLAG) & dests
 
 
+#: options whose empty flag the command line settles itself over the project settings (a flow
+#: run's empty `output` means "the database and the artifacts only")
+SETTLED_BY_THE_COMMAND_LINE = {"output"}
+
+
 def test_the_flags_defaults_are_the_declared_defaults():
+    request = given_request(build_parser().parse_args(["run"]))
+    expected = {n: default_of(n) for n in OPTIONS}
+    expected.update({n: None for n in SETTLED_BY_THE_COMMAND_LINE})
+    assert {n: getattr(request, n) for n in OPTIONS} == expected
+
+
+def test_an_empty_option_is_settled_from_the_project_else_the_library_default():
+    # the repository is the example project: its settings name the fixtures; nothing else is set
     request = run_request(build_parser().parse_args(["run"]))
-    assert {n: getattr(request, n) for n in OPTIONS} == {n: default_of(n) for n in OPTIONS}
+    assert request.fixtures is not None and request.dataset_name == "fixtures"
+    assert (request.depth, request.split, request.output) == (100, "test", "out")
+    assert request.sources["depth"].startswith("project setting datasets.fixtures.depth")
+    assert "split" not in request.sources  # a library default, said as such in the report
 
 
 def test_the_deployments_parameters_are_options():
