@@ -91,6 +91,20 @@ def pool_pairs(conn, collection, args) -> tuple[list[tuple[str, str]], str | Non
     return pairs, pool_id, documents
 
 
+def project_guideline(args: argparse.Namespace) -> str | None:
+    """The text of the guideline file the project settings name for the command's dataset, with
+    its grade labels after it (what the rating page shows people); None when none is named."""
+    from searcheval.cli.common import resolve_args
+    from searcheval.judging.app import Guideline
+
+    entry = resolve_args(args, {}).entry
+    if entry is None or not entry.get("guideline"):
+        return None
+    g = Guideline.from_file(entry.get("guideline"), entry.get("grade_labels"))
+    labels = "\n".join(f"{k}: {v}" for k, v in sorted(g.labels.items(), reverse=True))
+    return g.text + (f"\n\n{labels}" if labels else "")
+
+
 def cmd_label(args: argparse.Namespace) -> int:
     from searcheval.judging.labelling import label
     from searcheval.store.database import open_database
@@ -104,7 +118,8 @@ def cmd_label(args: argparse.Namespace) -> int:
     with open_database(args.database_url) as conn:
         pairs, pool_id, documents = pool_pairs(conn, collection, args)
         result = label(conn, judge, collection, pairs, limit=args.limit, dry_run=args.dry_run,
-                       secrets=secrets, pool_id=pool_id, documents=documents)
+                       secrets=secrets, pool_id=pool_id, documents=documents,
+                       guideline=project_guideline(args))
     if args.format == "json":
         print_json(result.to_dict())
     else:

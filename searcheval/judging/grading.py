@@ -89,13 +89,13 @@ def query_key(pair: PairInput, judge: Judge) -> str:
     return hashlib.sha256("\x1f".join(parts).encode("utf-8")).hexdigest()
 
 
-def default_guideline(grade_scale: tuple[int, int]) -> str:
-    """The rating page's guideline, as text, for the 0..3 scale; a plain statement otherwise."""
+def default_guideline(grade_scale: tuple[int, int], labels: dict | None = None) -> str:
+    """The guideline a judge's prompt gets when the dataset names no guideline file: the
+    dataset's grade labels (project settings `grade_labels`), highest grade first, else a plain
+    statement of the scale. Never another dataset's words."""
     lo, hi = int(grade_scale[0]), int(grade_scale[1])
-    if (lo, hi) == (0, 3):
-        from searcheval.judging.app import GUIDELINE  # the rating page's own words
-
-        return "\n".join(f"{g}: {GUIDELINE[g]}" for g in range(hi, lo - 1, -1))
+    if labels:
+        return "\n".join(f"{g}: {labels[g]}" for g in range(hi, lo - 1, -1) if labels.get(g))
     return f"Grades from {lo} (not relevant) to {hi} (exactly what the query asks for)."
 
 
