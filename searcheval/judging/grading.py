@@ -34,7 +34,9 @@ from dataclasses import dataclass, field
 
 from searcheval.errors import InputError
 from searcheval.judging.judges import Judge, fill
+from searcheval.rankers.bounded import MiB, AnswerRefused, Bounds, bounded_client, read_json
 from searcheval.rankers.limits import SharedLimits
+from searcheval.redaction import redact
 from searcheval.types import Query
 
 RETRY_STATUSES = frozenset({429, 500, 502, 503, 504})
@@ -175,7 +177,10 @@ def parse_answer(content: str, judge: Judge, grade_scale: tuple[int, int]) -> tu
 
 def resolve_credentials(judge: Judge, secrets: Mapping[str, str]) -> dict[str, str]:
     """The request's headers: the api key (Bearer) and the judge's headers, read now from the
-    environment or the resolved Secret blocks; a missing one is refused, never echoed."""
+    environment or the resolved Secret blocks (each remembered, so no error text, log or row
+    keeps it: searcheval.redaction); a missing one is refused, never echoed."""
+    from searcheval.rankers.http import secret_value
+
     out: dict[str, str] = {}
     specs = dict(judge.params.get("headers") or {})
     if judge.params.get("api_key") is not None:
@@ -184,16 +189,9 @@ def resolve_credentials(judge: Judge, secrets: Mapping[str, str]) -> dict[str, s
         if isinstance(spec, str):
             out[header] = spec
             continue
-        if "env" in spec:
-            value = os.environ.get(spec["env"])
-            where = f"the environment variable {spec['env']}"
-        else:
-            value = secrets.get(spec["secret"])
-            where = f"the Prefect Secret block {spec['secret']}"
-        if not value:
-            raise InputError(f"{where} is not set (the credential of judge {judge.name})",
-                             file=judge.file, field=f"{judge.name}.{header}")
-        out[header] = spec.get("prefix", "") + value
+        out[header] = spec.get("prefix", "") + secret_value(
+            spec, secrets, f"the credential of judge {judge.name}", f"{judge.name}.{header}",
+            file=judge.file)
     return out
 
 
@@ -202,8 +200,8 @@ def secret_blocks(judge: Judge) -> list[str]:
     return [s["secret"] for s in specs if isinstance(s, Mapping) and "secret" in s]
 
 
-def _retry_after(response, fallback: float, ceiling: float) -> float:
-    raw = response.headers.get("retry-after") if response is not None else None
+def _retry_after(headers, fallback: float, ceiling: float) -> float:
+    raw = headers.get("retry-after") if headers is not None else None
     try:
         return min(ceiling, max(0.0, float(raw))) if raw is not None else fallback
     except ValueError:
@@ -224,25 +222,37 @@ def ask_chat(client, judge: Judge, limits: SharedLimits, messages: list[dict],
     delay, attempts = p["backoff_s"], 0
     started = time.perf_counter()
     waited = round_trip = 0.0
+    bounds = Bounds(deadline_s=p["timeout_s"], max_bytes=p.get("max_response_bytes", 4 * MiB),
+                    max_depth=p.get("max_json_depth", 64))
     while True:
         attempts += 1
-        response = None
+        status = headers = None
         queued = time.perf_counter()
         with limits.slots:
             limits.wait_turn()
-            waited += time.perf_counter() - queued
+            sent = time.perf_counter()
+            waited += sent - queued
             try:
-                response = client.post(url, json=body)
-                round_trip += response.elapsed.total_seconds()
-                cause = None if response.status_code not in RETRY_STATUSES \
-                    else f"HTTP {response.status_code}"
+                status, headers, document = read_json(client, bounds, "POST", url, json=body)
+                round_trip += time.perf_counter() - sent
+                cause = None
+            except AnswerRefused as exc:  # a status >= 400, an answer over a bound, not JSON
+                status, headers = exc.status, exc.headers
+                if status is None or status not in RETRY_STATUSES:
+                    text = exc.message if exc.message.startswith("HTTP") or not exc.excerpt \
+                        else "malformed answer: " + exc.message
+                    if status is not None and status >= 400 and exc.excerpt:
+                        text = f"HTTP {status}: {exc.excerpt}"
+                    return Answer(error=redact(text)[:300], attempts=attempts,
+                                  requests=attempts, seconds=time.perf_counter() - started)
+                cause = f"HTTP {status}"
             except httpx.TimeoutException:
                 return Answer(error=f"timeout after {p['timeout_s']:g} s", attempts=attempts,
                               requests=attempts, seconds=time.perf_counter() - started)
             except httpx.TransportError as exc:
                 cause = f"connection error: {type(exc).__name__}"
         if cause is None:
-            answer = _read(response, judge, grade_scale)
+            answer = _read(document, judge, grade_scale)
             answer.attempts = answer.requests = attempts
             answer.seconds = time.perf_counter() - started
             answer.extra.update(waited_s=waited, round_trip_s=round_trip)
@@ -252,21 +262,15 @@ def ask_chat(client, judge: Judge, limits: SharedLimits, messages: list[dict],
                           attempts=attempts, requests=attempts,
                           seconds=time.perf_counter() - started)
         wait = min(delay, p["max_backoff_s"])
-        if response is not None and response.status_code == 429:
-            wait = _retry_after(response, wait, p["max_backoff_s"])
+        if status == 429:
+            wait = _retry_after(headers, wait, p["max_backoff_s"])
         time.sleep(wait)
         waited += wait
         delay *= 2
 
 
-def _read(response, judge: Judge, grade_scale: tuple[int, int]) -> Answer:
-    if response.status_code >= 400:
-        text = " ".join(response.text.split())[:160]
-        return Answer(error=f"HTTP {response.status_code}: {text}")
-    try:
-        data = response.json()
-    except ValueError:
-        return Answer(error="malformed answer: the response is not JSON")
+def _read(data, judge: Judge, grade_scale: tuple[int, int]) -> Answer:
+    """A grade and its rationale from a chat-completions answer (its JSON, read and bounded)."""
     usage = data.get("usage") if isinstance(data, dict) else None
     tokens_in = int((usage or {}).get("prompt_tokens") or 0)
     tokens_out = int((usage or {}).get("completion_tokens") or 0)
@@ -292,10 +296,8 @@ def grade_openai(judge: Judge, pairs: list[PairInput], grade_scale: tuple[int, i
     headers = resolve_credentials(judge, secrets)
     limits = SharedLimits(p["concurrency"], p["rate_limit"])
     connections = p["concurrency"]
-    with httpx.Client(headers=headers, timeout=httpx.Timeout(p["timeout_s"]),
-                      limits=httpx.Limits(max_connections=connections,
-                                          max_keepalive_connections=connections),
-                      follow_redirects=False) as client:
+    with bounded_client(headers=headers, concurrency=connections,
+                        read_timeout=p["timeout_s"]) as client:
         def one(pair: PairInput) -> Answer:
             began = time.perf_counter()
             messages = render_messages(judge, pair, grade_scale, guideline)

@@ -202,21 +202,24 @@ def resolve_headers(configuration, secrets: Mapping[str, str]) -> dict[str, str]
         if isinstance(spec, str):
             out[header] = spec
             continue
-        out[header] = spec.get("prefix", "") + _secret_value(
+        out[header] = spec.get("prefix", "") + secret_value(
             spec, secrets, f"header {header}", f"{configuration.name}.headers.{header}")
     return out
 
 
 def resolve_query_secrets(configuration, secrets: Mapping[str, str]) -> dict[str, str]:
     """The query parameters given as {env:} or {secret:}, read now (remembered for redaction)."""
-    return {name: spec.get("prefix", "") + _secret_value(
+    return {name: spec.get("prefix", "") + secret_value(
                 spec, secrets, f"query parameter {name}",
                 f"{configuration.name}.query_params.{name}")
             for name, spec in configuration.params["query_params"].items()
             if _is_secret_spec(spec)}
 
 
-def _secret_value(spec: Mapping, secrets: Mapping[str, str], what: str, field: str) -> str:
+def secret_value(spec: Mapping, secrets: Mapping[str, str], what: str, field: str, *,
+                 file=None) -> str:
+    """The value of an {env:} or {secret:} spec, read now and remembered for redaction; a
+    missing one is refused naming where it was looked for, never echoed."""
     if "env" in spec:
         value = os.environ.get(spec["env"])
         where = f"the environment variable {spec['env']}"
@@ -224,7 +227,7 @@ def _secret_value(spec: Mapping, secrets: Mapping[str, str], what: str, field: s
         value = secrets.get(spec["secret"])
         where = f"the Prefect Secret block {spec['secret']}"
     if not value:
-        raise InputError(f"{where} is not set (the value of {what})", field=field)
+        raise InputError(f"{where} is not set (the value of {what})", file=file, field=field)
     remember(value)
     return value
 
