@@ -3,26 +3,25 @@ grades only while their measured agreement with human grades, on the pairs both 
 above the floor (DESIGN: label sources). An unmeasured agreement (no shared pair, or too few to
 measure) does not count.
 
-This is the production issue's (25) copy of the rule for `implicit`; the judges issue (24)
-writes the same rule for model judges, and the two are unified at merge.
+The rule itself is `judging.counting.source_standing`, the one rule for model judges and clicks;
+here it is applied to a click model's agreement, measured as Cohen's kappa (quadratic weights) on
+the pairs it shares with people.
 """
 
 from __future__ import annotations
 
 from searcheval.defaults import AGREEMENT_FLOOR
 from searcheval.judging.agreement import check_floor, weighted_kappa
-
-ALWAYS_COUNTED = ("human", "import")
-MEASURED = ("model", "implicit")
+from searcheval.judging.counting import ALWAYS_COUNTED, AUDITED, source_standing
 
 
 def source_counts(source: str, agreement: float | None, floor: float = AGREEMENT_FLOOR) -> bool:
-    """Whether grades of `source` count, given its measured agreement with humans."""
-    if source in ALWAYS_COUNTED:
-        return True
-    if source not in MEASURED:
+    """Whether grades of `source` count, given its measured agreement with humans (None: never
+    measured): `counting.source_standing` with the agreement as measured here."""
+    if source not in ALWAYS_COUNTED + AUDITED:
         raise ValueError(f"unknown label source {source!r}")
-    return agreement is not None and agreement >= check_floor(floor)
+    measured = {"items": 0 if agreement is None else 1, "alpha": agreement}
+    return source_standing(source, measured, minimum=1, floor=check_floor(floor)).counts
 
 
 def agreement_with_humans(grades: dict[tuple[str, str], int],
