@@ -165,9 +165,10 @@ def tripped_run(stack, ranking_change_run):
     return run, output, process.returncode, out, err
 
 
-def test_prefect_deploy_registers_the_three_deployments_as_the_file_says(stack):
+def test_prefect_deploy_registers_the_deployments_as_the_file_says(stack):
     specs = {s.name: s for s in load_deployment_specs()}
-    assert set(stack.deployments) == set(specs) == {"nightly", "ranking-change", "replay-nightly"}
+    assert set(stack.deployments) == set(specs) == {"nightly", "ranking-change", "replay-nightly",
+                                                     "live"}
     for name, deployment in stack.deployments.items():
         spec = specs[name]
         assert deployment["entrypoint"] == spec.entrypoint
@@ -407,7 +408,7 @@ def test_searcheval_serve_refuses_pool_deployments_then_takes_them_over_and_poll
     assert refused.returncode == 2, refused.stderr[-3000:]
     [line] = refused.stderr.splitlines()
     assert line.startswith("searcheval: --take-over: the deployments 'nightly', 'ranking-change', "
-                           "'replay-nightly' are bound to the work pool searcheval")
+                           "'replay-nightly', 'live' are bound to the work pool searcheval")
     assert "searcheval serve --take-over" in line
     assert set(read_deployments(stack.server)) == set(specs)  # nothing was changed
 

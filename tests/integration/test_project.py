@@ -273,15 +273,19 @@ def test_the_rating_page_shows_the_datasets_guideline_and_keeps_the_query_in_vie
             assert "4 complete answer" in labels and "0 not relevant" in labels
             query = tab.locator("#query-text")
             tab.mouse.wheel(0, 5000)
-            tab.wait_for_function("window.scrollY > 100")
+            # polled from here: the page's CSP forbids the eval wait_for_function needs
+            for _ in range(100):
+                if tab.evaluate("() => window.scrollY") > 100:
+                    break
+                tab.wait_for_timeout(50)
+            assert tab.evaluate("() => window.scrollY") > 100
             box = query.bounding_box()
             assert box is not None and 0 <= box["y"] < 200  # still in view after scrolling
             assert query.is_visible()
             # a grade made on the page carries the guideline's version
             before = int(tab.locator("#progress").get_attribute("data-judged"))
             tab.keyboard.press("3")
-            tab.wait_for_function("document.getElementById('progress').dataset.judged === "
-                                  f"'{before + 1}'")
+            tab.wait_for_selector(f"#progress[data-judged='{before + 1}']")
         finally:
             context.close()
     finally:

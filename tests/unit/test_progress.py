@@ -52,7 +52,11 @@ def test_cached_items_are_skipped_and_said_once_in_the_last_line():
     assert warm.finish() == "embedding: all 33 texts already in the cache, skipped"
 
 
-def test_on_a_terminal_one_bar_redrawn_in_place():
+def test_on_a_terminal_one_bar_redrawn_in_place(monkeypatch):
+    from searcheval import progress
+
+    monkeypatch.setattr(progress, "BARS", True)  # an in-process `run --quiet` turns bars off
+
     class Tty(io.StringIO):
         def isatty(self):
             return True
