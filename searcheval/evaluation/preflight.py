@@ -19,6 +19,7 @@ exist, or one this run does not run, is refused.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -257,7 +258,12 @@ class RunRequest:
 
             try:
                 collection = self.collection()
-                if collection is None:
+                if self.first_baseline_pending():  # the project names it; not made yet
+                    self._loaded["baseline"] = None
+                    self._loaded["no_baseline_for_dataset"] = (
+                        f"no baseline yet: {self.baseline}, which the project settings name, "
+                        "does not exist; make the first with `searcheval baseline update`")
+                elif collection is None:
                     self._loaded["baseline"] = load_baseline(self.baseline)
                 else:  # one baseline per dataset (evaluation.baseline.select_baseline)
                     baseline, reason = select_baseline(self.baseline, dataset_of(collection))
@@ -267,6 +273,13 @@ class RunRequest:
                 self._loaded["baseline"] = None
                 self._loaded["baseline_error"] = exc
         return self._loaded["baseline"]
+
+    def first_baseline_pending(self) -> bool:
+        """Whether the baseline is a project setting whose file does not exist yet: a dataset's
+        first run, published NOT GATED until `searcheval baseline update` makes it (a baseline
+        named on the command line or as a flow parameter must exist)."""
+        source = (self.sources or {}).get("baseline", "")
+        return source.startswith("project setting") and not Path(self.baseline).exists()
 
     @property
     def gated(self) -> bool:
