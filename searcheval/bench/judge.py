@@ -59,7 +59,10 @@ def bare_capacity(base_url: str, requests: int, concurrency: int) -> float:
         with ThreadPoolExecutor(concurrency) as pool:
             codes = list(pool.map(one, range(requests)))
         took = time.perf_counter() - started
-    assert all(c == 200 for c in codes)
+    failed = [c for c in codes if c != 200]
+    if failed:  # a capacity of failed requests would flatter the server
+        raise RuntimeError(f"the chat server answered {len(failed)} of {requests} bare requests "
+                           f"with a status other than 200 (first: {failed[0]})")
     return requests / took
 
 

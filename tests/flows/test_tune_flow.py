@@ -8,18 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from searcheval.bench.tune import CONFIGURATIONS  # the tuned project of the benchmark
 from searcheval.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = """\
-configurations:
-  bm25: {kind: bm25}
-  dense: {kind: dense}
-  fused: {kind: fused, served: true}
-  hybrid:
-    kind: fuse
-    params: {runs: [bm25, dense], method: combsum, normalisation: min-max}
-"""
 
 
 def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path):

@@ -12,20 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from searcheval.bench.tune import CONFIGURATIONS  # the tuned project of the benchmark
 from searcheval.io.collection import load_collection
 from searcheval.store import tuning as tuning_store
 from searcheval.tuning import study
 
 ROOT = Path(__file__).resolve().parents[2]
-CONFIGURATIONS = """\
-configurations:
-  bm25: {kind: bm25}
-  dense: {kind: dense}
-  fused: {kind: fused, served: true}
-  hybrid:
-    kind: fuse
-    params: {runs: [bm25, dense], method: combsum, normalisation: min-max}
-"""
 SPACE = {"hybrid.weights.bm25": "0..2", "hybrid.weights.dense": "0..2",
          "hybrid.method": ["combsum", "rrf", "combmnz"]}
 
