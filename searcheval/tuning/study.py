@@ -407,8 +407,9 @@ def verdict_pool(prepared: Prepared, results: list[TrialResult], chosen=None
                  ) -> tuple[list, list]:
     """(tuning part, held-out part) of the pairs without an effective grade that the choice and
     the verdict rest on: the unjudged top 10 of the flagged trials among the tuning's top N on
-    the tuning queries (those that could change the choice), and, when some are flagged, the
-    unjudged top 10 of the `chosen` and the served configurations on the held-out queries."""
+    the tuning queries (those that could change the choice), and the unjudged top 10 of the
+    `chosen` and the served configurations on the held-out queries, when some trial is pooled
+    or either of the two has more than the threshold of its held-out top 10 unjudged."""
     from searcheval.tuning.search import ranked_unjudged
 
     k = prepared.objective.k
@@ -419,9 +420,15 @@ def verdict_pool(prepared: Prepared, results: list[TrialResult], chosen=None
             tuning += ranked_unjudged(prepared.objective.runner.run(configuration),
                                       prepared.qrels, k)
     held: list[tuple[str, str, int]] = []
-    if tuning and chosen is not None:
+    if chosen is not None:
+        shown = 0
         for configuration in (chosen, prepared.resolved[prepared.served]):
-            held += ranked_unjudged(prepared.held_runner.run(configuration), prepared.qrels, k)
+            run = prepared.held_runner.run(configuration)
+            shown += sum(len(run.top_ids(q, k)) for q in run.results)
+            held += ranked_unjudged(run, prepared.qrels, k)
+        share = len(held) / shown if shown else 0.0
+        if not tuning and share <= prepared.request.unjudged_threshold + 1e-12:
+            held = []
     return _unjudged_items(tuning), _unjudged_items(held)
 
 
