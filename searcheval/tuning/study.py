@@ -1,6 +1,11 @@
 """One study from its request to its verdict, as plain functions the CLI's flow (flows/tune.py)
 and the benchmark share: `prepare` checks everything and lays the study out (before the first
-trial), `run_trials` searches, `conclude` gives the held-out verdict and writes the outputs."""
+trial), `run_trials` searches, `judge_before_verdict` (with a model judge) labels the pool the
+choice and the verdict lack, `conclude` gives the held-out verdict and writes the outputs.
+
+The grades are the effective ones (`read_grades`: the dataset's judgments and the stored ones
+that count, by the judgment rule and sources), as `searcheval run` scores with; each trial is
+stored with their digest, and a resumed study whose grades changed rescores its stored trials."""
 
 from __future__ import annotations
 
