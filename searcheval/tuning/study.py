@@ -59,7 +59,7 @@ class TuneRequest:
     judgment_rule: str | None = None  # None: defaults.JUDGMENT_RULE
     judgment_sources: str | list[str] | None = None  # None: the dataset's setting, else default
     max_age_days: int | None = defaults.MAX_AGE_DAYS
-    judge: str | None = None  # NAME or FILE:NAME of a judges file: labels the pool before the verdict
+    judge: str | None = None  # NAME or FILE:NAME of a judges file: labels the pool first
     judge_limit: int | None = None  # at most this many pairs labelled by the judge
     guideline: str | None = None  # the guideline text the judge is shown (None: the default one)
 

@@ -40,7 +40,7 @@ judges:
     params:
       base_url: {url}
       api_key: {{env: JUDGE_TEST_KEY}}
-      prompt: "Query: {{query}}\\nDocument: {{title}}\\n{{text}}\\nAnswer as JSON {{\\"grade\\": 0}}"
+      prompt: "Query: {{query}}\\nDocument: {{title}}\\n{{text}}\\nAnswer as JSON"
       retries: 1
       backoff_s: 0.05
       timeout_s: 5

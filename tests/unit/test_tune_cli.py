@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
                                                         "needs at least 6"),
     (["--param", "bm25.k1=0.5..2", "--sampler", "grid"], "a grid needs a step"),
     (["--param", "bm25.k1=0.5..2", "--judge-limit", "3"], "a judge limit without a judge"),
-    (["--param", "bm25.k1=0.5..2", "--judgment-sources", "humans"], "--judgment-sources: expected dataset, all"),
+    (["--param", "bm25.k1=0.5..2", "--judgment-sources", "humans"],
+     "--judgment-sources: expected dataset, all"),
     (["--param", "bm25.k1=0.5..2", "--judgment-rule", "mean"], "judgment rule"),
     (["--param", "bm25.k1=0.5..2", "--judge", "nowhere.yaml:small"], "nowhere.yaml"),
 ])
