@@ -148,6 +148,23 @@ def add_conventions(parser: argparse.ArgumentParser, subject: str = "a query", *
                              f"({said(defaults.NO_RELEVANT)})")
 
 
+def add_judgment_flags(parser: argparse.ArgumentParser) -> None:
+    """`--judgment-rule` and `--judgment-sources`: which grades a command scores with (`run`,
+    `tune`), one definition."""
+    from searcheval import defaults
+
+    parser.add_argument(
+        "--judgment-rule",
+        help="effective grade of a pair: each judge's latest, then median | majority | "
+             "judge:NAME; judge:dataset counts the dataset's own qrels only (default: the "
+             f"project's setting, else {defaults.JUDGMENT_RULE})")
+    parser.add_argument(
+        "--judgment-sources", metavar="dataset|all|SOURCES",
+        help="which judgments count: dataset (the dataset's own qrels only), all, or sources "
+             "counted beside them, e.g. human,model (default: the dataset's setting, else "
+             "dataset for BEIR qrels and WANDS labels, all otherwise)")
+
+
 def add_database_url(parser: argparse.ArgumentParser, what: str = "Postgres with pgvector") -> None:
     parser.add_argument("--database-url", help=f"{what} (default: SEARCHEVAL_DATABASE_URL, else "
                                                "the embedded server under .searcheval/)")

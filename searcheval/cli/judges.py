@@ -47,8 +47,9 @@ def check_judge_independent(judge, configurations_file: str | Path,
 
 
 def pool_pairs(conn, collection, args) -> tuple[list[tuple[str, str]], str | None, dict]:
-    """(pairs, pool id, documents) of `--pool ID|latest`, or of `--run ID|latest` (the run's
-    unjudged top `--depth`, as `searcheval judgments pool` builds it)."""
+    """(pairs, pool id, documents) of `--pool ID|latest`, of `--pool-file FILE` (a pool file,
+    e.g. the `pool.csv` of `searcheval tune`), or of `--run ID|latest` (the run's unjudged top
+    `--depth`, as `searcheval judgments pool` builds it)."""
     from searcheval.judging import pool as pooling
     from searcheval.judging.judgments import judgment_set, parse_rule
     from searcheval.judging.source import preview_judgments
@@ -57,7 +58,10 @@ def pool_pairs(conn, collection, args) -> tuple[list[tuple[str, str]], str | Non
     from searcheval.store import last_runs
 
     catalog = judgment_set(collection)
-    if args.pool is not None:
+    if getattr(args, "pool_file", None) is not None:
+        pairs = pooling.read_pool_file(args.pool_file, collection)
+        pool_id = None
+    elif args.pool is not None:
         found = store.load_pool(conn, args.pool)
         if found is None:
             raise InputError(f"no pool {args.pool!r} in the database: make one with `searcheval "
@@ -95,9 +99,14 @@ def project_guideline(args: argparse.Namespace) -> str | None:
     """The text of the guideline file the project settings name for the command's dataset, with
     its grade labels after it (what the rating page shows people); None when none is named."""
     from searcheval.cli.common import resolve_args
+
+    return guideline_of(resolve_args(args, {}).entry)
+
+
+def guideline_of(entry) -> str | None:
+    """The guideline text (with its grade labels) of a project's dataset entry, else None."""
     from searcheval.judging.app import Guideline
 
-    entry = resolve_args(args, {}).entry
     if entry is None or not entry.get("guideline"):
         return None
     g = Guideline.from_file(entry.get("guideline"), entry.get("grade_labels"))
@@ -109,8 +118,9 @@ def cmd_label(args: argparse.Namespace) -> int:
     from searcheval.judging.labelling import label
     from searcheval.store.database import open_database
 
-    if (args.pool is None) == (args.run is None):
-        raise InputError("name what to label: --pool ID|latest or --run ID|latest", field="pool")
+    if sum(x is not None for x in (args.pool, args.run, args.pool_file)) != 1:
+        raise InputError("name what to label, once: --pool ID|latest, --pool-file FILE or --run "
+                         "ID|latest", field="pool")
     judge = _judge(args)
     collection = _collection(args)
     check_judge_independent(judge, args.configurations_file, args.model_path)
@@ -273,6 +283,9 @@ def add_judge_commands(group) -> None:
     """`judgments label` and `judgments audit`, added to the `judgments` group."""
     lab = group.add_parser("label", help="grade a pool's pairs with a model judge")
     lab.add_argument("--pool", help="a saved pool id, or latest")
+    lab.add_argument("--pool-file", type=Path, metavar="FILE",
+                     help="a pool file: the pool.csv of `searcheval tune` or of `judgments pool "
+                          "--file` (its query_id and doc_id columns; .jsonl for JSON lines)")
     lab.add_argument("--run", help="a run id, or latest: its unjudged top --depth")
     lab.add_argument("--depth", type=int, default=defaults.POOL_DEPTH,
                      help=f"with --run: top k of each configuration (default {defaults.POOL_DEPTH})")

@@ -17,6 +17,7 @@ from searcheval.cli.common import (
     add_collection,
     add_conventions,
     add_database_url,
+    add_judgment_flags,
     collection_arguments,
     database_env,
     epilog,
@@ -251,14 +252,7 @@ def add_run(sub) -> None:
     p.add_argument("--depth", type=int,
                    help="results per query (default: the project's setting, else "
                         f"{defaults.DEPTH})")
-    p.add_argument("--judgment-rule",
-                   help="effective grade of a pair: each judge's latest, then median | majority | "
-                        "judge:NAME; judge:dataset counts the dataset's own qrels only (default: "
-                        f"the project's setting, else {defaults.JUDGMENT_RULE})")
-    p.add_argument("--judgment-sources", metavar="dataset|all|SOURCES",
-                   help="which judgments count: dataset (the dataset's own qrels only), all, or "
-                        "sources counted beside them, e.g. human,model (default: the dataset's "
-                        "setting, else dataset for BEIR qrels and WANDS labels, all otherwise)")
+    add_judgment_flags(p)
     p.add_argument("--agreement-floor", type=float,
                    help="Krippendorff's alpha between judges below which the run alerts "
                         f"(default: the project's setting, else {defaults.AGREEMENT_FLOOR})")

@@ -14,6 +14,7 @@ from searcheval.cli.common import (
     EXIT_OK,
     EXIT_REFUSED,
     add_database_url,
+    add_judgment_flags,
     database_env,
     epilog,
     import_project_module,
@@ -25,6 +26,7 @@ def tune_request(args: argparse.Namespace):
     """The study the flags ask for; the data and the configurations file default to the
     project's dataset (searcheval.project), never to the fixtures."""
     from searcheval.cli.common import current_project
+    from searcheval.cli.judges import guideline_of
     from searcheval.errors import InputError
     from searcheval.project import which_dataset
     from searcheval.rankers.configs import parse_assignment
@@ -54,7 +56,12 @@ def tune_request(args: argparse.Namespace):
         space_file=str(args.space) if args.space else None, target=args.target,
         name=args.name, trials=args.trials, sampler=args.sampler, seed=args.seed,
         held_out=args.held_out, metric=args.metric, unjudged_threshold=args.unjudged_threshold,
-        min_effect=args.min_effect, parallel=args.parallel, top=args.top)
+        min_effect=args.min_effect, parallel=args.parallel, top=args.top,
+        judgment_rule=setting("judgment_rule", args.judgment_rule, defaults.JUDGMENT_RULE),
+        judgment_sources=args.judgment_sources,
+        max_age_days=setting("max_age_days", None, defaults.MAX_AGE_DAYS),
+        judge=args.judge, judge_limit=args.judge_limit,
+        guideline=guideline_of(entry) if args.judge else None)
 
 
 def summary_lines(document: dict, output: str) -> list[str]:
@@ -71,7 +78,15 @@ def summary_lines(document: dict, output: str) -> list[str]:
         judged = "-" if t["judged"] is None else f"{t['judged']:.3f}"
         flag = "  (flagged)" if t["flagged"] else ""
         lines.append(f"{t['number']:<7}{value:<10}{judged:<11}{t['overrides']}{flag}")
+    if document.get("judge"):
+        from searcheval.tuning.study import judge_line
+
+        lines.append(judge_line(document["judge"]))
     lines.append(verdict_line(document["verdict"]))
+    if document.get("pool_id"):
+        lines.append(f"pool {document['pool_id']}: what the choice and the verdict still lack "
+                     f"grades of ({output}/pool.csv; searcheval rate --pool "
+                     f"{document['pool_id']})")
     lines.append(f"the configurations entry to commit: {output}/configurations.tuned.yaml; "
                  f"report: {output}/report.md")
     return lines
@@ -93,7 +108,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     params = {name: getattr(request, name) for name in (
         "fixtures", "dataset", "split", "max_queries", "configurations_file", "overrides",
         "params", "space_file", "target", "name", "trials", "sampler", "seed", "held_out",
-        "metric", "unjudged_threshold", "min_effect", "parallel", "top")}
+        "metric", "unjudged_threshold", "min_effect", "parallel", "top", "judgment_rule",
+        "judgment_sources", "max_age_days", "judge", "judge_limit", "guideline")}
     runners = import_project_module("flows.runners")
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
     with database_env(args.database_url), runners.api_for_workers(runner):
@@ -166,6 +182,13 @@ def add_tune(sub) -> None:
     p.add_argument("--top", type=int, default=3,
                    help="the tuning's top N also compared on the held-out part, with Holm's "
                         "correction, beside the verdict (default 3)")
+    add_judgment_flags(p)
+    p.add_argument("--judge", metavar="NAME|FILE:NAME",
+                   help="a model judge of judges.yaml (or FILE:NAME) that labels the flagged "
+                        "trials' unjudged pool before the held-out verdict; its grades count "
+                        "only while its human audit holds (docs/judges.md)")
+    p.add_argument("--judge-limit", type=int, metavar="N",
+                   help="with --judge: label at most N pairs (the tuning part first)")
     p.add_argument("--output", type=Path, default=Path("tune-out"),
                    help="folder of tune.json, report.md, configurations.tuned.yaml, pool.csv")
     add_database_url(p)

@@ -197,3 +197,43 @@ def load_run_rankings(folder: Path, configurations: list[str] | None = None
 def new_pool_id(now: datetime | None = None) -> str:
     now = now or datetime.now(timezone.utc)
     return f"pool-{now:%Y%m%dT%H%M%SZ}-{secrets.token_hex(3)}"
+
+
+def read_pool_file(path: str | Path, collection: Collection) -> list[tuple[str, str]]:
+    """The (query, document) pairs of a pool file written by `searcheval judgments pool --file`
+    or `searcheval tune` (`pool.csv`; `.jsonl` for JSON lines), in its order: the columns
+    `query_id` and `doc_id` are read, the others (what a judge was shown) are not. A pair of a
+    query that is not one of the collection's golden queries is refused, naming the line."""
+    from searcheval.io.escape import csv_value
+    from searcheval.io.files import csv_problem, read_jsonl, read_text
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError("no such pool file", file=path, field="pool_file")
+    rows: list[tuple[int, dict]] = []
+    if path.suffix == ".jsonl":
+        rows = read_jsonl(path)
+    else:
+        reader = csv.reader(io.StringIO(read_text(path), newline=""))
+        try:
+            header = [h.strip() for h in next(reader)]
+            for row in reader:
+                if row and any(c.strip() for c in row):
+                    rows.append((reader.line_num, dict(zip(header, map(csv_value, row)))))
+        except StopIteration:
+            raise InputError("the file is empty", file=path) from None
+        except csv.Error as exc:
+            raise InputError(csv_problem(exc, "CSV"), file=path, line=reader.line_num) from None
+    golden = {q.id for q in collection.queries}
+    pairs = []
+    for line, row in rows:
+        for key in ("query_id", "doc_id"):
+            if not isinstance(row.get(key), str) or not row[key]:
+                raise InputError(f"expected a {key} (a pool file has the columns query_id and "
+                                 "doc_id)", file=path, line=line, field=key)
+        if row["query_id"] not in golden:
+            raise InputError(f"query {row['query_id']!r} is not a golden query of "
+                             f"{collection.name}: pass the pool's --fixtures/--dataset",
+                             file=path, line=line, field="query_id")
+        pairs.append((row["query_id"], row["doc_id"]))
+    return pairs

@@ -129,6 +129,15 @@ def save_pool(conn: psycopg.Connection, pool: dict, items: list[dict]) -> None:
                                                    for i in items])
 
 
+def replace_pool(conn: psycopg.Connection, pool: dict, items: list[dict]) -> None:
+    """A pool of a fixed id (a tuning study's `tune:STUDY`) in place of the earlier one, in one
+    transaction; with no items, the earlier one is only removed."""
+    with conn.transaction():
+        conn.execute(sql.DELETE_POOL, {"pool_id": pool["pool_id"]})
+        if items:
+            save_pool(conn, pool, items)
+
+
 def load_pool(conn: psycopg.Connection, pool_id: str | None,
               catalog: str | None = None) -> tuple[dict, list[dict]] | None:
     """(pool, items by position) of `pool_id`, or of the latest pool (of `catalog`, when given)

@@ -581,6 +581,8 @@ VALUES (%(pool_id)s, %(catalog)s, %(run_id)s, %(depth)s, %(configurations)s, %(o
         %(judges)s)
 """
 
+DELETE_POOL = "DELETE FROM judgment_pools WHERE pool_id = %(pool_id)s"  # its items cascade
+
 INSERT_POOL_ITEM = """
 INSERT INTO judgment_pool_items (pool_id, position, query_id, doc_id, best_rank, configurations,
                                  judges_needed, assigned)
@@ -826,14 +828,20 @@ FROM tune_studies WHERE study_id = %(study_id)s
 
 INSERT_TUNE_TRIAL = """
 INSERT INTO tune_trials (study_id, number, overrides, sha256, value, metrics, judged, bounds,
-                         flagged, seconds)
+                         flagged, seconds, grades)
 VALUES (%(study_id)s, %(number)s, %(overrides)s, %(sha256)s, %(value)s, %(metrics)s,
-        %(judged)s, %(bounds)s, %(flagged)s, %(seconds)s)
+        %(judged)s, %(bounds)s, %(flagged)s, %(seconds)s, %(grades)s)
 ON CONFLICT (study_id, number) DO NOTHING
 """
 
+RESCORE_TUNE_TRIAL = """
+UPDATE tune_trials SET value = %(value)s, metrics = %(metrics)s, judged = %(judged)s,
+                       bounds = %(bounds)s, flagged = %(flagged)s, grades = %(grades)s
+WHERE study_id = %(study_id)s AND number = %(number)s AND sha256 = %(sha256)s
+"""
+
 SELECT_TUNE_TRIALS = """
-SELECT number, overrides, sha256, value, metrics, judged, bounds, flagged, seconds
+SELECT number, overrides, sha256, value, metrics, judged, bounds, flagged, seconds, grades
 FROM tune_trials WHERE study_id = %(study_id)s ORDER BY number
 """
 

@@ -1,4 +1,5 @@
-"""Tuning studies and their trials in Postgres (`tune_studies`, `tune_trials`: migration 011).
+"""Tuning studies and their trials in Postgres (`tune_studies`, `tune_trials`: migrations 011
+and 012, the digest of the grades each trial was scored with).
 
 A study is keyed by the sha256 of everything that defines it (space, sampler, seed, split share,
 target, metric, configurations and collection hashes): running the same command again finds its
@@ -33,13 +34,24 @@ def open_study(conn: psycopg.Connection, study_id: str, *, target: str, served: 
         return cur.fetchone()
 
 
-def save_trial(conn: psycopg.Connection, study_id: str, row: dict) -> None:
+def save_trial(conn: psycopg.Connection, study_id: str, row: dict,
+               grades: str | None = None) -> None:
+    """A trial as scored; `grades`: the digest of the effective grades it was scored with."""
     conn.execute(sql.INSERT_TUNE_TRIAL, {
         "study_id": study_id, "number": row["number"], "overrides": Jsonb(row["overrides"]),
         "sha256": row["sha256"], "value": _finite(row["value"]),
         "metrics": Jsonb(row["metrics"]), "judged": _finite(row["judged"]),
         "bounds": Jsonb(row["bounds"]), "flagged": bool(row["flagged"]),
-        "seconds": float(row["seconds"])})
+        "seconds": float(row["seconds"]), "grades": grades})
+
+
+def rescore_trial(conn: psycopg.Connection, study_id: str, row: dict, grades: str) -> None:
+    """A stored trial scored again with other grades (its configuration unchanged)."""
+    conn.execute(sql.RESCORE_TUNE_TRIAL, {
+        "study_id": study_id, "number": row["number"], "sha256": row["sha256"],
+        "value": _finite(row["value"]), "metrics": Jsonb(row["metrics"]),
+        "judged": _finite(row["judged"]), "bounds": Jsonb(row["bounds"]),
+        "flagged": bool(row["flagged"]), "grades": grades})
 
 
 def load_trials(conn: psycopg.Connection, study_id: str) -> list[dict]:

@@ -143,7 +143,8 @@ def _f(v, digits: int = 4) -> str:
 
 def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_text: str,
                     warnings: Sequence[str], pool: str | None, shown: int = 15,
-                    top: dict | None = None) -> str:
+                    top: dict | None = None, pool_id: str | None = None,
+                    pool_parts: tuple[int, int] = (0, 0)) -> str:
     """report.md of a study."""
     lines = [f"# searcheval tune: {study['target']}\n",
              f"Study `{study['study_id'][:12]}`: {len(trials)} trials, sampler "
@@ -168,6 +169,7 @@ def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_te
         qs = verdict.get(f"{label}_queries") or []
         lines.append(f"\n{verdict[label]} held-out queries {label}"
                      + (f": {', '.join(qs)}" if qs else "."))
+    lines += grades_lines(verdict.get("grades") or {}, verdict.get("judge"))
     if top and top["trials"]:
         lines += [f"\nThe tuning's top {top['family']} on the held-out queries against the "
                   "served one, Holm's correction over them (context, not the verdict):\n",
@@ -195,6 +197,39 @@ def report_markdown(study: dict, trials: list, chosen, verdict: dict, entries_te
     lines.append(f"\n{flagged} of {len(trials)} trials flagged: more than "
                  f"{study['definition']['unjudged_threshold']:.0%} of their top 10 unjudged"
                  + (f"; the unjudged top 10 of the flagged ones among the top "
-                    f"{(top or {}).get('family', 0)} is in `{pool}` for the judgment loop."
-                    if pool else "."))
+                    f"{(top or {}).get('family', 0)} ({pool_parts[0]} pair(s), tuning part) and "
+                    f"of the chosen and served configurations ({pool_parts[1]} more, held-out "
+                    f"part) is in `{pool}` and kept as pool `{pool_id}` for the judgment loop "
+                    f"(`searcheval rate --pool {pool_id}`, `searcheval judgments label --pool "
+                    f"{pool_id}`)." if pool else "."))
     return "\n".join(lines) + "\n"
+
+
+def grades_lines(grades: dict, judge: dict | None) -> list[str]:
+    """The report's account of the grades the trials and the verdict were scored with, and of
+    the model judge that labelled the pool before the verdict."""
+    if not grades:
+        return []
+    lines = [f"\nGrades: `{grades['rule']}` over {grades['pairs']} pair(s), counting "
+             f"{grades['counted_text']} ({grades['counted_from']})."]
+    for name, j in (grades.get("model_judges") or {}).items():
+        lines.append(f"- model judge `{name}`: {'counts' if j['counts'] else 'NOT COUNTED'}: "
+                     f"{j['reason']}; {j['pairs_counted']} of its pair(s) counted")
+    if judge:
+        state = "counted in this verdict" if judge["counts"] else "NOT COUNTED in this verdict"
+        lines += [f"\n### Judge `{judge['judge']}` before the verdict\n",
+                  f"It graded {judge['labelled']} pair(s) of the pool ({judge['failed']} failed"
+                  + (f", at most {judge['limit']} asked" if judge.get("limit") is not None
+                     else "") + f", cost {judge['cost']:.4f}); its grades are **{state}**: "
+                  f"{judge['reason']}.\n",
+                  "| part | pool | graded | from cache | failed | already graded |",
+                  "|---|---|---|---|---|---|"]
+        for r in judge["runs"]:
+            lines.append(f"| {r['part']} | {r['pool']} | {r['graded']} | {r['from_cache']} | "
+                         f"{r['failed']} | {r['done_before']} |")
+        changed = [(n, b, judge["judged_after"].get(n)) for n, b in judge["judged_before"].items()
+                   if int(n) in judge["flagged_before"]]
+        if changed:
+            lines.append("\njudged@10 of the trials flagged before the judge: "
+                         + ", ".join(f"#{n} {_f(b, 3)} -> {_f(a, 3)}" for n, b, a in changed))
+    return lines

@@ -117,8 +117,23 @@ def test_a_trial_with_unjudged_results_is_flagged_and_its_pool_written(conn, con
     pool = list(csv.DictReader(io.StringIO((tmp_path / "pool.csv").read_text())))
     judged = {(j.query_id, j.doc_id) for j in kept}
     assert pool and all((r["query_id"], r["doc_id"]) not in judged for r in pool)
-    assert {r["query_id"] for r in pool} <= set(prepared.split.tuning)  # never the held-out
+    # the tuning part first (the flagged trials' top 10 on the tuning queries), then the
+    # held-out part of the chosen and the served configurations: what the verdict lacks
+    tuning_part, held_part = study.verdict_pool(prepared, results,
+                                                study.chosen_configuration(prepared, results)[1])
+    assert tuning_part and held_part
+    assert [(r["query_id"], r["doc_id"]) for r in pool] == \
+        [(i.query_id, i.doc_id) for i in tuning_part + held_part]
+    assert {i.query_id for i in tuning_part} <= set(prepared.split.tuning)
+    assert {i.query_id for i in held_part} <= set(prepared.split.held_out)
     assert document["pool"] == "pool.csv" and document["flagged"] == len(flagged)
+    # kept as the study's pool, for the rating page and `judgments label --pool`
+    from searcheval.store import judgments as judgments_store
+
+    saved, items = judgments_store.load_pool(conn, document["pool_id"])
+    assert document["pool_id"] == f"tune:{prepared.study_id[:12]}"
+    assert [(i["query_id"], i["doc_id"]) for i in items] == \
+        [(r["query_id"], r["doc_id"]) for r in pool]
 
 
 def test_the_objective_travels_to_another_process_without_its_connection(conn, configurations):

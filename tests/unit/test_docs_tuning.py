@@ -60,3 +60,15 @@ def test_the_candidate_command_parses():
     run = [c for c in COMMANDS if c.startswith("searcheval run")][0]
     args = build_parser().parse_args(shlex.split(run)[1:])
     assert args.candidate == "hybrid,bm25"
+
+
+def test_the_judge_commands_parse():
+    parser = build_parser()
+    tune = [c for c in COMMANDS if c.startswith("searcheval tune") and "--judge" in c][0]
+    args = parser.parse_args(shlex.split(tune)[1:])
+    assert (args.judge, args.judge_limit) == ("gpt-small", 500)
+    label = [c for c in COMMANDS if c.startswith("searcheval judgments label")][0]
+    args = parser.parse_args(shlex.split(label)[1:])
+    assert args.pool_file == Path("tune-out/pool.csv") and callable(args.handler)
+    rate = [c for c in COMMANDS if c.startswith("searcheval rate")][0]
+    assert parser.parse_args(shlex.split(rate)[1:]).pool.startswith("tune:")

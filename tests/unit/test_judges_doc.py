@@ -29,7 +29,7 @@ def test_the_commands_of_the_page_parse():
     parser = build_parser()
     commands = [line.split("#")[0].strip() for line in DOC.read_text().splitlines()
                 if line.startswith("searcheval ")]  # the command lines of the code blocks
-    assert len(commands) == 7
+    assert len(commands) == 8
     for command in commands:
         args = parser.parse_args(shlex.split(command)[1:])
         assert callable(args.handler)

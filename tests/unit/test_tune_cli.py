@@ -19,6 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
     (["--param", "bm25.k1=0.5..2", "--held-out", "0.1"], "held-out queries; a paired test "
                                                         "needs at least 6"),
     (["--param", "bm25.k1=0.5..2", "--sampler", "grid"], "a grid needs a step"),
+    (["--param", "bm25.k1=0.5..2", "--judge-limit", "3"], "a judge limit without a judge"),
+    (["--param", "bm25.k1=0.5..2", "--judgment-sources", "humans"],
+     "--judgment-sources: expected dataset, all"),
+    (["--param", "bm25.k1=0.5..2", "--judgment-rule", "mean"], "judgment rule"),
+    (["--param", "bm25.k1=0.5..2", "--judge", "nowhere.yaml:small"], "nowhere.yaml"),
 ])
 def test_refusals(args, words, tmp_path, capsys):
     out = tmp_path / "out"
