@@ -147,7 +147,7 @@ def nightly(
             the fixtures' layout, told by its files. Empty (with fixtures and mapping empty): the
             project's default dataset. Every option below left empty takes the dataset's project
             setting, else the library's default (searcheval.project).
-        split: The BEIR qrels split to judge with (qrels/<split>.tsv).
+        split: The BEIR qrels split to judge with (qrels/SPLIT.tsv).
         max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty for
             all.
         baseline: The reviewed baseline.json the gate compares the served configuration with.

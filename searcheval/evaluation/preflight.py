@@ -81,7 +81,7 @@ class RunRequest:
         "A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL "
         "queries, instead of the fixtures."))
     split: str | None = option(None, help=(
-        "The BEIR qrels split to judge with (qrels/<split>.tsv)."))
+        "The BEIR qrels split to judge with (qrels/SPLIT.tsv)."))
     max_queries: int | None = option(None, whole=(1, None), help=(
         "Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty "
         "for all."))
