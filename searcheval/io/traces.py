@@ -545,7 +545,17 @@ def read_traces(
     grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
     max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
 ) -> TraceTable:
-    """Stream a JSONL file of traces into a TraceTable (see the module docstring for bad lines)."""
+    """A JSONL file of traces as a TraceTable (see the module docstring for bad lines).
+
+    A clean file is read column-wise (`searcheval.io.trace_columns`, pyarrow); a file with
+    anything to report, or fields that path does not read, is streamed line by line here, which
+    names the file, line and field of every bad value."""
+    check_read_options(grade_scale, max_bad_share)
+    from searcheval.io.trace_columns import read_columns
+
+    table = read_columns(path, max_bad_share=max_bad_share)
+    if table is not None:
+        return table
     builder = TraceBuilder(str(Path(path)))
     for line_no, trace in iter_trace_file(path, grade_scale=grade_scale,
                                           max_bad_share=max_bad_share, bad=builder.bad,
