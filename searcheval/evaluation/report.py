@@ -638,6 +638,26 @@ def what_ran_lines(what_ran: dict) -> list[str]:
     if model:
         lines.append(f"model: {model.get('name')}, weights sha256 "
                      f"`{(model.get('weights_sha256') or '-')[:12]}`")
+    execution = what_ran.get("execution") or {}
+    if execution:
+        runner = execution.get("task_runner")
+        if runner == "dask":
+            runner += (f" at {execution['dask_address']}" if execution.get("dask_address")
+                       else f" (a local cluster of {execution.get('dask_workers')} processes)")
+        lines.append(f"execution: task runner {runner}, {execution.get('shards')} query "
+                     f"shard(s) per configuration, embedding batches of "
+                     f"{execution.get('embed_batch')} texts")
+    sample = what_ran.get("golden_queries") or {}
+    if sample:
+        counts = sample.get("counts") or {}
+        window = sample.get("window") or {}
+        seen = window.get("traces") or {}  # the traces' own first and last when not asked
+        span = (f"{window.get('since') or seen.get('first') or '-'} .. "
+                f"{window.get('until') or seen.get('last') or '-'}")
+        lines.append(f"golden queries: sampled from {sample.get('source')} by "
+                     f"{sample.get('method')} (seed {sample.get('seed')}, window {span}): "
+                     f"{counts.get('sampled')} of {counts.get('candidates')} candidate "
+                     f"queries, {counts.get('traces')} traces")
     dataset = what_ran.get("dataset") or {}
     if dataset:
         lines.append(f"dataset: sha256 `{dataset.get('sha256', '')[:12]}` over "
