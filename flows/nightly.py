@@ -121,6 +121,7 @@ def nightly(
     grade_map: dict[str, int] | None = None,
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
     snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
+    output_retention: str | None = defaults.OUTPUT_RETENTION,
     kind: str | None = None,
     judgment_rule: str | None = None,
     agreement_floor: float | None = None,
@@ -137,7 +138,8 @@ def nightly(
     (searcheval.yaml), else searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL
     (embedded Postgres when unset), never from a parameter, so no password is stored with the
     flow run. Judgments are read from Postgres (seeded from the dataset's own file). Every
-    run's ranked lists are kept in Postgres and diffed against the previous run of the dataset.
+    run's ranked lists are kept in Postgres and diffed against the previous run of the dataset
+    (a scheduled run: the previous scheduled one).
     The run ends Failed when the gate trips; its final message is the verdict and where the
     report is.
 
@@ -192,8 +194,11 @@ def nightly(
             for the dataset's setting.
         snapshot_depth: Ranks of each configuration's list kept in Postgres for diffs.
         snapshot_retention: Snapshots older than this (e.g. 90d) are pruned; empty keeps them all.
+        output_retention: Run folders in output older than this (e.g. 90d) are deleted (only those
+            searcheval wrote); empty keeps them all.
         kind: What started the run (nightly, manual, candidate); empty for nightly when its schedule
-            created it, else manual.
+            created it, else manual. A nightly run is diffed against the previous nightly, any
+            other against the run before it.
         judgment_rule: How the grades of several judges of one result combine: median, majority, or
             judge:NAME (that judge's grade).
         agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the run
@@ -264,7 +269,7 @@ def nightly(
         observed=observed, flow_run_id=str(flow_run.id) if flow_run.id else None,
         kind=run_kind(), execution=execution_record(r.shards, r.embed_batch))
     published = t.publish(opaque(result), opaque(runs), output, opaque(view.qrels),
-                          snapshot_retention)
+                          snapshot_retention, r.output_retention)
     if judge:  # the model labels this run's own pool (issue 24); counted once audited
         label_pool(opaque(collection), opaque(runs), opaque(view.qrels), judge,
                    r.configurations_file, model_path, depth=r.coverage_k)

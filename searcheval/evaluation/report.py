@@ -868,7 +868,8 @@ def per_query_csv(result: EvaluationResult) -> str:
 def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], directory: str | Path,
                   extra: dict[str, str] | None = None) -> Path:
     """The run's own folder `DIR/<run_id>/` (`metrics.json`, `runs/<configuration>.trec`,
-    `per_query.csv`, `report.md`, and `extra` {file name: text}, e.g. the diff), then `DIR/latest`
+    `per_query.csv`, `report.md`, `extra` {file name: text}, e.g. the diff, and the marker
+    `.searcheval-run.json` output retention goes by), then `DIR/latest`
     pointed at it. Nothing of an earlier run is overwritten; `DIR/metrics.json`, `DIR/runs`,
     `DIR/per_query.csv` and `DIR/report.md` are links through `DIR/latest`, so the paths of
     DESIGN.md's contract always show the newest run. Returns the run's folder."""
@@ -886,6 +887,10 @@ def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], director
     (folder / "report.md").write_text(redact(markdown_report(result)), encoding="utf-8")
     for name, text in (extra or {}).items():
         (folder / name).write_text(redact(text), encoding="utf-8")
+    from searcheval.evaluation.retention import MARKER, marker_text
+
+    # what makes the folder searcheval's to prune (output_retention), and nothing else
+    (folder / MARKER).write_text(marker_text(result.run_id, result.started_at), encoding="utf-8")
     point_latest(root, result.run_id, ("metrics.json", "runs", "per_query.csv", "report.md",
                                        *(extra or {})))
     return folder
