@@ -61,6 +61,30 @@ def _nonblank(column, *, required: bool) -> bool:
     return all(s.strip() for s in rest.to_pylist() if s is not None)
 
 
+def _plain_lines(path: Path, chunk: int = 1 << 24) -> int | None:
+    """The number of lines of a file that is UTF-8 and holds no NUL (raw, or escaped as the
+    line reader looks for it: such a line is refused there); None otherwise, or when it cannot
+    be read (the line reader says why). Read in chunks: never the whole file in memory."""
+    import codecs
+
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    newlines, tail, last = 0, b"", b""
+    try:
+        with open(path, "rb") as fh:
+            while block := fh.read(chunk):
+                if b"\x00" in block or b"\\u0000" in tail + block[:6] or b"\\u0000" in block:
+                    return None
+                decoder.decode(block)
+                newlines += block.count(b"\n")
+                tail, last = block[-6:], block[-1:]
+            decoder.decode(b"", final=True)
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not last:
+        return None  # an empty file
+    return newlines + (0 if last == b"\n" else 1)
+
+
 def _codes(column) -> tuple[np.ndarray, list[str]]:
     """Dictionary codes of a string column (first seen first, -1 for None) and the names."""
     import pyarrow.compute as pc
@@ -98,20 +122,14 @@ def read_columns(path: str | Path, *, max_bad_share: float):
     import pyarrow.json as pj
 
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None  # the line reader says why
-    if not data or b"\x00" in data or b"\\u0000" in data:
-        return None  # the line reader refuses the line (Postgres text cannot hold a NUL)
-    lines = data.count(b"\n") + (0 if data.endswith(b"\n") else 1)
-    try:
-        data.decode("utf-8")  # the line reader refuses a file that is not UTF-8
-        table = pj.read_json(pa.BufferReader(data), parse_options=pj.ParseOptions(
-            explicit_schema=_schema(), unexpected_field_behavior="ignore"))
-    except (pa.ArrowException, UnicodeDecodeError, ValueError):
+    lines = _plain_lines(path)
+    if lines is None:
         return None
-    del data
+    try:
+        table = pj.read_json(path, parse_options=pj.ParseOptions(
+            explicit_schema=_schema(), unexpected_field_behavior="ignore"))
+    except (pa.ArrowException, ValueError, OSError):
+        return None
     n = table.num_rows
     if n != lines:  # blank lines, two objects on one line: line numbers would not match
         return None
@@ -171,6 +189,8 @@ def read_columns(path: str | Path, *, max_bad_share: float):
         label_source=np.full(n, NO_LABELS, dtype=np.int8), segments=segments, queries=queries,
         query_ids=query_ids, configurations=configurations, doc_vocab=_Interner(docs),
         bad=BadLines(lines=n, max_share=max_bad_share), behaviour=behaviour)
+    del col
+    pa.default_memory_pool().release_unused()  # the parsed columns' memory back to the system
     return table
 
 

@@ -137,3 +137,17 @@ def test_the_benchmark_simulation_takes_the_column_wise_path(tmp_path):
     fast = read_columns(path, max_bad_share=0.01)
     assert fast is not None and len(fast) == 2_000
     assert_same(fast, line_by_line(path))
+
+
+def test_the_byte_scan_finds_a_nul_or_bad_utf8_across_its_chunks(tmp_path):
+    from searcheval.io.trace_columns import _plain_lines
+
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(b'{"q": "ab\\u0000"}\n{"q": "x"}')
+    assert _plain_lines(path, chunk=7) is None  # the escape cut between two chunks
+    path.write_bytes('{"q": "é"}\n{"q": "x"}\n'.encode())
+    assert _plain_lines(path, chunk=8) == 2  # é's two bytes cut between two chunks: still UTF-8
+    path.write_bytes(b'{"q": "\xff"}\n')
+    assert _plain_lines(path, chunk=4) is None
+    path.write_bytes(b"")
+    assert _plain_lines(path) is None
