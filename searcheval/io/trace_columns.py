@@ -4,12 +4,12 @@
 for the million traces of `searcheval benchmark traces`). Most files are clean, and a clean file
 does not need its lines found: pyarrow's JSON reader parses the whole file in C into columns,
 and every rule of `parse_trace` is checked over those columns at once (nulls, empty strings,
-timestamps, duplicate ids, click positions). When every check passes, the columns become the
-same `TraceTable` the line-by-line reader would have built (the same codes, in the same
+timestamps, duplicate ids, click positions). When every check passes, the columns are those
+of the `TraceTable` the line-by-line reader would have built (the same codes, in the same
 first-seen order: tests/unit/test_trace_columns.py compares the two).
 
 When anything is off -- a malformed line, a value of another type, a field this path does not
-read, blank lines, a NUL, a check that fails -- `read_columns` returns None and the caller reads
+read, blank lines, a NUL, a check that fails -- `read_columns` returns None and `read_traces` reads
 the file line by line, which names the file, the line and the field of each bad value and
 applies the bad-line share. So the error path is exactly the line reader's; only clean files
 take this one. Read here: trace_id, ts, query, query_id, segment, configuration,
@@ -113,10 +113,10 @@ def _duplicates_in_rows(codes: np.ndarray, offsets: np.ndarray) -> bool:
     return bool((keyed[1:] == keyed[:-1]).any())
 
 
-def read_columns(path: str | Path, *, max_bad_share: float):
-    """The TraceTable of a clean trace file, or None when it must be read line by line (see the
-    module docstring). No field read on this path holds a grade, so the grade scale is not
-    needed; `max_bad_share` is recorded on the table as the line reader records it."""
+def read_columns(path: str | Path) -> dict | None:
+    """The columns of a clean trace file -- TraceTable's fields, with `docs` (the document ids,
+    first seen first) for its `doc_vocab` -- or None when it must be read line by line (see the
+    module docstring). No field read on this path holds a grade: no grade scale is needed."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.json as pj
@@ -174,24 +174,22 @@ def read_columns(path: str | Path, *, max_bad_share: float):
     if behaviour is False:
         return None
 
-    from searcheval.io.traces import NO_LABELS, BadLines, TraceTable, _Interner
-
     segment, segments = _codes(col["segment"])
     query, queries = _codes(col["query"])
     query_id, query_ids = _codes(col["query_id"])
     configuration, configurations = _codes(col["configuration"])
-    table = TraceTable(
+    columns = dict(
         source=str(path), trace_ids=col["trace_id"].to_pylist(),
         lines=np.arange(1, n + 1, dtype=np.int64), ts=ts, segment=segment, query=query,
         query_id=query_id, configuration=configuration, retrieved=doc_codes,
         retrieved_offsets=r_offsets, label_docs=np.zeros(0, dtype=np.int32),
         label_grades=np.zeros(0, dtype=np.int32), label_offsets=np.zeros(n + 1, dtype=np.int64),
-        label_source=np.full(n, NO_LABELS, dtype=np.int8), segments=segments, queries=queries,
-        query_ids=query_ids, configurations=configurations, doc_vocab=_Interner(docs),
-        bad=BadLines(lines=n, max_share=max_bad_share), behaviour=behaviour)
+        label_source=np.zeros(n, dtype=np.int8),  # no labels on this path (NO_LABELS)
+        segments=segments, queries=queries, query_ids=query_ids, configurations=configurations,
+        docs=docs, behaviour=behaviour)
     del col
     pa.default_memory_pool().release_unused()  # the parsed columns' memory back to the system
-    return table
+    return columns
 
 
 def _short_ids(column) -> bool:

@@ -553,9 +553,11 @@ def read_traces(
     check_read_options(grade_scale, max_bad_share)
     from searcheval.io.trace_columns import read_columns
 
-    table = read_columns(path, max_bad_share=max_bad_share)
-    if table is not None:
-        return table
+    columns = read_columns(path)
+    if columns is not None:
+        docs = columns.pop("docs")
+        return TraceTable(**columns, doc_vocab=_Interner(docs),
+                          bad=BadLines(lines=len(columns["trace_ids"]), max_share=max_bad_share))
     builder = TraceBuilder(str(Path(path)))
     for line_no, trace in iter_trace_file(path, grade_scale=grade_scale,
                                           max_bad_share=max_bad_share, bad=builder.bad,

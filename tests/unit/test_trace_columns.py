@@ -19,6 +19,12 @@ BASE = {"trace_id": "t1", "ts": "2026-03-01T10:00:00Z", "query": "weather api",
         "segment": "web", "retrieved_ids": ["a", "b", "c"]}
 
 
+def column_wise(path: Path):
+    """read_traces' table when the column-wise path takes the file; None when that path hands
+    it to the line reader."""
+    return None if read_columns(path) is None else read_traces(path)
+
+
 def line_by_line(path: Path, max_bad_share: float = 0.01):
     """What read_traces built before the column-wise path: every line through parse_trace."""
     builder = TraceBuilder(str(path))
@@ -70,7 +76,7 @@ CLEAN = [
 
 def test_a_clean_file_read_column_wise_is_the_table_the_line_reader_builds(tmp_path):
     path = write(tmp_path, CLEAN)
-    fast = read_columns(path, max_bad_share=0.01)
+    fast = column_wise(path)
     assert fast is not None  # this file takes the column-wise path
     assert_same(fast, line_by_line(path))
     assert fast.docs == ["a", "b", "c", "d", "e", "f"]  # first seen first
@@ -81,7 +87,7 @@ def test_a_clean_file_read_column_wise_is_the_table_the_line_reader_builds(tmp_p
 
 def test_traces_without_behaviour_have_none_either_way(tmp_path):
     path = write(tmp_path, [BASE, {**BASE, "trace_id": "t2"}])
-    fast = read_columns(path, max_bad_share=0.01)
+    fast = column_wise(path)
     assert fast is not None and fast.behaviour is None
     assert_same(fast, line_by_line(path))
 
@@ -113,7 +119,7 @@ def test_traces_without_behaviour_have_none_either_way(tmp_path):
 ])
 def test_anything_to_report_goes_line_by_line(tmp_path, bad, why):
     path = write(tmp_path, [BASE, bad, {**BASE, "trace_id": "t3"}])
-    assert read_columns(path, max_bad_share=0.01) is None, why
+    assert column_wise(path) is None, why
 
 
 def test_a_malformed_value_is_still_refused_with_file_line_and_field(tmp_path):
@@ -134,7 +140,7 @@ def test_the_benchmark_simulation_takes_the_column_wise_path(tmp_path):
 
     path = tmp_path / "sim.jsonl"
     write_simulated(path, 2_000, queries=50, seed=3)
-    fast = read_columns(path, max_bad_share=0.01)
+    fast = column_wise(path)
     assert fast is not None and len(fast) == 2_000
     assert_same(fast, line_by_line(path))
 
