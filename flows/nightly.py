@@ -29,7 +29,8 @@ from prefect.utilities.annotations import opaque  # large inputs of tasks called
 from flows import boundary
 from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
-from flows.runners import shards_share_process, task_runner_from_settings, whole
+from flows.runners import (execution_record, shards_share_process, task_runner_from_settings,
+                           whole)
 from searcheval import defaults, progress
 from searcheval.errors import GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import compose, pipeline
@@ -120,6 +121,7 @@ def nightly(
     grade_map: dict[str, int] | None = None,
     snapshot_depth: int = defaults.SNAPSHOT_DEPTH,
     snapshot_retention: str | None = defaults.SNAPSHOT_RETENTION,
+    output_retention: str | None = defaults.OUTPUT_RETENTION,
     kind: str | None = None,
     judgment_rule: str | None = None,
     agreement_floor: float | None = None,
@@ -136,7 +138,8 @@ def nightly(
     (searcheval.yaml), else searcheval.defaults. The database comes from SEARCHEVAL_DATABASE_URL
     (embedded Postgres when unset), never from a parameter, so no password is stored with the
     flow run. Judgments are read from Postgres (seeded from the dataset's own file). Every
-    run's ranked lists are kept in Postgres and diffed against the previous run of the dataset.
+    run's ranked lists are kept in Postgres and diffed against the previous run of the dataset
+    (a scheduled run: the previous scheduled one).
     The run ends Failed when the gate trips; its final message is the verdict and where the
     report is.
 
@@ -147,7 +150,7 @@ def nightly(
             the fixtures' layout, told by its files. Empty (with fixtures and mapping empty): the
             project's default dataset. Every option below left empty takes the dataset's project
             setting, else the library's default (searcheval.project).
-        split: The BEIR qrels split to judge with (qrels/<split>.tsv).
+        split: The BEIR qrels split to judge with (qrels/SPLIT.tsv).
         max_queries: Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty for
             all.
         baseline: The reviewed baseline.json the gate compares the served configuration with.
@@ -191,8 +194,11 @@ def nightly(
             for the dataset's setting.
         snapshot_depth: Ranks of each configuration's list kept in Postgres for diffs.
         snapshot_retention: Snapshots older than this (e.g. 90d) are pruned; empty keeps them all.
+        output_retention: Run folders in output older than this (e.g. 90d) are deleted (only those
+            searcheval wrote); empty keeps them all.
         kind: What started the run (nightly, manual, candidate); empty for nightly when its schedule
-            created it, else manual.
+            created it, else manual. A nightly run is diffed against the previous nightly, any
+            other against the run before it.
         judgment_rule: How the grades of several judges of one result combine: median, majority, or
             judge:NAME (that judge's grade).
         agreement_floor: Judges' agreement (Krippendorff's alpha, ordinal) below which the run
@@ -261,9 +267,9 @@ def nightly(
         runs=runs, view=view, scores=scores, verdict=verdict, not_gated_reason=not_gated_reason,
         coverage=coverage, failures=failures, effective=effective, documents=documents,
         observed=observed, flow_run_id=str(flow_run.id) if flow_run.id else None,
-        kind=run_kind())
+        kind=run_kind(), execution=execution_record(r.shards, r.embed_batch))
     published = t.publish(opaque(result), opaque(runs), output, opaque(view.qrels),
-                          snapshot_retention)
+                          snapshot_retention, r.output_retention)
     if judge:  # the model labels this run's own pool (issue 24); counted once audited
         label_pool(opaque(collection), opaque(runs), opaque(view.qrels), judge,
                    r.configurations_file, model_path, depth=r.coverage_k)
@@ -279,9 +285,10 @@ def embed(plan: RunPlan, collection: Collection, texts: list[str], model_loading
     if not plan.embeds:  # bm25, http, python, trec: no model call, no vector
         return pipeline.not_embedded(collection, model_path)
     progress.start("embedding", len(texts), "texts")  # one report for all the batches
-    batches = [t.embed_texts.submit(whole(batch), model_path, number) for number, batch
-               in enumerate(pipeline.text_batches(texts, plan.request.embed_batch), start=1)]
-    done_batches = [b.result() for b in batches]
+    parts = pipeline.text_batches(texts, plan.request.embed_batch)
+    batches = [t.embed_texts.submit(whole(batch), model_path, number)
+               for number, batch in enumerate(parts, start=1)]
+    done_batches = gather(batches, lambda i, done: counted_batch(len(parts[i]), done))
     progress.finish("embedding")
     return t.index_collection(opaque(collection), opaque(texts), opaque(done_batches),
                               model_path)
@@ -299,10 +306,41 @@ def search(plan: RunPlan, collection: Collection, embedded) -> dict:
                                                     embedded.model, request.depth)
                         for part in parts[c.name]]
                for c in plan.selected}
-    runs = {name: pipeline.merge_runs([f.result() for f in shard_futures])
-            for name, shard_futures in futures.items()}
+    runs = {}
+    for c in plan.selected:
+        shards = parts[c.name]
+        done = gather(futures[c.name],
+                      lambda i, _: progress.advance("searching", len(shards[i].queries)))
+        runs[c.name] = pipeline.merge_runs(done)
     progress.finish("searching")
     return runs
+
+
+def counted_batch(size: int, done: pipeline.EmbeddedTexts) -> None:
+    """One finished embedding batch in the `embedding` progress: its cached texts as skipped."""
+    cached = min(done.from_cache, size)
+    progress.skip("embedding", cached)
+    progress.advance("embedding", size - cached)
+
+
+def gather(futures: list, on_done) -> list:
+    """The results of submitted tasks, in submission order.
+
+    In Prefect's thread pool the tasks report their own progress (in this process, as they
+    go). On Dask they run in other processes, whose reports never reach this one: the progress
+    line said "0 texts" after minutes (issue 29). There each task is counted here as it
+    finishes, `on_done(index, result)`, so the line advances batch by batch, shard by shard."""
+    if shards_share_process():
+        return [f.result() for f in futures]
+    from prefect.futures import as_completed
+
+    where = {f.task_run_id: i for i, f in enumerate(futures)}
+    results: list = [None] * len(futures)
+    for future in as_completed(futures):
+        i = where[future.task_run_id]
+        results[i] = future.result()
+        on_done(i, results[i])
+    return results
 
 
 def conclude(result: EvaluationResult, published: dict, output: str | None,

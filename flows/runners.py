@@ -125,6 +125,32 @@ def shards_share_process(task_runner: TaskRunner | None = None) -> bool:
     return isinstance(task_runner, ThreadPoolTaskRunner)
 
 
+def execution_record(shards: int, embed_batch: int,
+                     task_runner: TaskRunner | None = None) -> dict:
+    """Where a run's submitted work ran, for what_ran's `execution` block: the task runner
+    (thread, or dask with its scheduler address or its LocalCluster's process count), the query
+    shards per configuration and the texts per embedding batch. The results never depend on
+    them; the timings and the memory do."""
+    if task_runner is None:
+        from prefect.context import FlowRunContext
+
+        task_runner = getattr(FlowRunContext.get(), "task_runner", None)
+    record: dict = {"task_runner": "thread" if isinstance(task_runner, ThreadPoolTaskRunner)
+                    else type(task_runner).__name__ if task_runner is not None else None,
+                    "shards": shards, "embed_batch": embed_batch}
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError:  # prefect-dask not installed: the thread runner is the only one
+        DaskTaskRunner = None
+    if DaskTaskRunner is not None and isinstance(task_runner, DaskTaskRunner):
+        record["task_runner"] = "dask"
+        if task_runner.address:
+            record["dask_address"] = task_runner.address
+        else:
+            record["dask_workers"] = (task_runner.cluster_kwargs or {}).get("n_workers")
+    return record
+
+
 def whole(value):
     """A large input of a submitted task (the collection, a batch of texts, a shard), marked so
     that Prefect passes it without walking every element for futures (on SciFact that walk was a

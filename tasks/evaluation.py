@@ -290,7 +290,8 @@ def artifact_key(*parts: str | None) -> str:
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | None,
-            qrels: dict | None = None, retention: str | None = None) -> dict:
+            qrels: dict | None = None, retention: str | None = None,
+            output_retention: str | None = None) -> dict:
     """History and the snapshot of the ranked lists in Postgres (one transaction), the diff
     against the previous run of the dataset, files in `output/<run_id>/` (+ `latest`), and
     artifacts under stable keys. Returns {"snapshot_rows", "diff", "pruned"}."""
@@ -312,6 +313,13 @@ def publish(result: EvaluationResult, runs: dict[str, RankedRun], output: str | 
                   "candidate_diff.json": diff_json(candidate_diff)}
     if output:
         write_outputs(result, runs, output, extra)
+        if output_retention:  # the run folders it wrote before, past their age
+            from searcheval.evaluation.retention import prune_outputs
+
+            gone = prune_outputs(output, parse_age(output_retention))
+            if gone["removed"]:
+                logger.info("removed %d run folder(s) in %s older than %s",
+                            len(gone["removed"]), output, output_retention)
     gate = result.gate
     status = result.gate_status()
 

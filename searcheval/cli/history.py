@@ -38,6 +38,13 @@ def cmd_prune(args: argparse.Namespace) -> int:
         pruned = prune_snapshots(conn, age)
     print(f"removed {pruned['rows']} snapshot rows of {pruned['runs']} run(s) started before "
           f"{pruned['before']:%Y-%m-%d %H:%M} UTC; their metrics history is kept")
+    if args.output_folder is not None:
+        from searcheval.evaluation.retention import prune_outputs
+
+        gone = prune_outputs(args.output_folder, age)
+        print(f"removed {len(gone['removed'])} run folder(s) of {args.output_folder} started "
+              f"before {gone['before']:%Y-%m-%d %H:%M} UTC; kept {gone['kept']} (and anything "
+              "searcheval did not write)")
     return EXIT_OK
 
 
@@ -61,5 +68,9 @@ def add_history(sub) -> None:
     prune.add_argument("--older-than", default=defaults.SNAPSHOT_RETENTION,
                        help="age of the runs whose snapshots go, e.g. 90d, 12h, 2w "
                             f"(default {defaults.SNAPSHOT_RETENTION}, the retention setting)")
+    prune.add_argument("--output-folder", type=Path,
+                       help="also delete the run folders searcheval wrote in this output folder "
+                            "(e.g. out/nightly) older than --older-than; never the latest, "
+                            "never a folder without searcheval's marker")
     add_database_url(prune)
     prune.set_defaults(handler=cmd_prune)

@@ -35,6 +35,7 @@ WITHOUT_FLAG = {
     "max_age_days": "a flow parameter, set per deployment (the dataset's settings otherwise)",
     "model_path": "a flow parameter, set per deployment",
     "snapshot_retention": "a flow parameter; `searcheval history prune --older-than` by hand",
+    "output_retention": "a flow parameter; `searcheval history prune --output-folder DIR` by hand",
     "kind": "told by how the run started (its schedule, by hand, a candidate)",
     "allow_dirty": "the scheduled deployment sets it false; a run by hand may be dirty",
     "dataset_name": "set by the command line from the project settings, never by hand",

@@ -174,8 +174,9 @@ def evaluation_result(plan: RunPlan, *, run_id: str, started: datetime, collecti
                       scores: dict, verdict, not_gated_reason: str | None, coverage: dict,
                       failures: dict, effective: Effective, documents: dict,
                       observed: Observed | None, flow_run_id: str | None,
-                      kind: str) -> EvaluationResult:
-    """What one evaluation found: metrics.json, the report, the history's rows."""
+                      kind: str, execution: dict | None = None) -> EvaluationResult:
+    """What one evaluation found: metrics.json, the report, the history's rows. `execution`:
+    where the work ran (the flow's task runner, shards, embedding batch), kept in what_ran."""
     r = plan.request
     hashes = collection_hashes(collection)
     judging = pipeline.judging_summary(runs, view.fresh, view.qrels, plan.metrics,
@@ -202,4 +203,6 @@ def evaluation_result(plan: RunPlan, *, run_id: str, started: datetime, collecti
         cost=pipeline.costs(runs, plan.selected, embedded, len(collection.queries)),
         what_ran=provenance.run_record(pipeline.what_ran(plan.resolved, plan.selected), plan.code,
                                        embedded.model, pipeline.model_sha256(r.model_path),
-                                       hashes))
+                                       hashes, execution=execution,
+                                       golden_queries=provenance.golden_queries_sample(
+                                           collection.provenance)))

@@ -31,6 +31,7 @@ from searcheval.defaults import (
     DIFF_TOP_K,
     GATED_CONFIGURATION,
     GATED_METRICS,
+    NIGHTLY_KIND,
     RELEVANCE_LEVEL,
     WORST_QUERIES,
 )
@@ -349,17 +350,24 @@ def diff_json(diff: dict) -> str:
 def previous_run_diff(conn: psycopg.Connection, run_id: str, configuration: str,
                       metrics: tuple[str, ...] = GATED_METRICS) -> dict | None:
     """The diff of `run_id` against the previous run of the same dataset that scored
-    `configuration`; None when there is none."""
+    `configuration`; None when there is none.
+
+    A scheduled run (kind `nightly`) is compared with the previous scheduled run only, so a
+    manual experiment run in between never becomes the nightly's "previous" (issue 29): the
+    nightly's diff and its alert's worst queries say what changed since the last nightly. Any
+    other run is compared with the run just before it, whatever its kind."""
     row = snapshots.load_run(conn, run_id)
     if row is None:
         return None
+    kind = NIGHTLY_KIND if row.get("kind") == NIGHTLY_KIND else None
     previous = snapshots.find_runs(conn, n=1, dataset=row.get("dataset"),
-                                   configuration=configuration, before=row)
+                                   configuration=configuration, kind=kind, before=row)
     if not previous:
         return None
     a = load_side(conn, f"{previous[0]['run_id']}:{configuration}")
     b = load_side(conn, f"{run_id}:{configuration}")
-    a.name, b.name = "previous", "this run"
+    a.name = "previous nightly" if kind else "previous"
+    b.name = "this run"
     return diff_sides(a, b, metrics=metrics)
 
 

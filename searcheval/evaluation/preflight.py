@@ -81,7 +81,7 @@ class RunRequest:
         "A YAML mapping of columns over CSV, TSV, JSONL, Parquet files or SQL "
         "queries, instead of the fixtures."))
     split: str | None = option(None, help=(
-        "The BEIR qrels split to judge with (qrels/<split>.tsv)."))
+        "The BEIR qrels split to judge with (qrels/SPLIT.tsv)."))
     max_queries: int | None = option(None, whole=(1, None), help=(
         "Evaluate only the first N judged queries (BEIR, WANDS, mappings); empty "
         "for all."))
@@ -159,9 +159,13 @@ class RunRequest:
         "Ranks of each configuration's list kept in Postgres for diffs."))
     snapshot_retention: str | None = option(defaults.SNAPSHOT_RETENTION, help=(
         "Snapshots older than this (e.g. 90d) are pruned; empty keeps them all."))
+    output_retention: str | None = option(defaults.OUTPUT_RETENTION, help=(
+        "Run folders in output older than this (e.g. 90d) are deleted (only those "
+        "searcheval wrote); empty keeps them all."))
     kind: str | None = option(None, help=(
         "What started the run (nightly, manual, candidate); empty for nightly when "
-        "its schedule created it, else manual."))
+        "its schedule created it, else manual. A nightly run is diffed against the "
+        "previous nightly, any other against the run before it."))
     allow_dirty: bool = option(True, help=(
         "Run from a working tree with uncommitted changes (false for the scheduled "
         "deployment, so the nightly always measures a commit)."))
@@ -352,13 +356,14 @@ def check_numbers(request: RunRequest) -> list[InputError]:
             lo, hi = option.metadata["whole"]
             problems += _whole(getattr(request, option.name), option.name, lo, hi,
                                optional="None" in str(option.type))
-    if request.snapshot_retention:
-        from searcheval.store.snapshots import parse_age
+    for key in ("snapshot_retention", "output_retention"):
+        if getattr(request, key):
+            from searcheval.store.snapshots import parse_age
 
-        try:
-            parse_age(request.snapshot_retention)
-        except InputError as exc:
-            problems.append(InputError(exc.message, field="snapshot_retention"))
+            try:
+                parse_age(getattr(request, key))
+            except InputError as exc:
+                problems.append(InputError(exc.message, field=key))
     for key in ("gain", "no_relevant", "grade_scale"):
         value = getattr(request, key)
         if value is not None:

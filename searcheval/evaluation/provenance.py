@@ -79,12 +79,27 @@ def dataset_fingerprint(input_hashes: dict[str, str]) -> dict:
 
 
 def run_record(what_ran: dict, code: dict, model: str, model_sha256: str | None,
-               input_hashes: dict[str, str]) -> dict:
+               input_hashes: dict[str, str], *, execution: dict | None = None,
+               golden_queries: dict | None = None) -> dict:
     """metrics.json's `what_ran`: the configurations (pipeline.what_ran) with the code, the
-    versions, the model and the dataset."""
-    return {**what_ran, "code": code, "versions": versions(),
-            "model": {"name": model, "weights_sha256": model_sha256},
-            "dataset": dataset_fingerprint(input_hashes)}
+    versions, the model and the dataset; `execution` (where the work ran: the task runner, the
+    query shards, the embedding batch) and `golden_queries` (how a sampled golden query file
+    was drawn from production traces: window, method, seed, counts) when known."""
+    record = {**what_ran, "code": code, "versions": versions(),
+              "model": {"name": model, "weights_sha256": model_sha256},
+              "dataset": dataset_fingerprint(input_hashes)}
+    if execution:
+        record["execution"] = dict(execution)
+    if golden_queries:
+        record["golden_queries"] = dict(golden_queries)
+    return record
+
+
+def golden_queries_sample(provenance: dict) -> dict | None:
+    """The sampling provenance a loader kept for a golden query file written by `searcheval
+    queries sample` (Collection.provenance["queries_sample"], JSON), else None."""
+    text = (provenance or {}).get("queries_sample")
+    return json.loads(text) if text else None
 
 
 def tags(record: dict) -> list[str]:

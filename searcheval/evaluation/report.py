@@ -638,6 +638,26 @@ def what_ran_lines(what_ran: dict) -> list[str]:
     if model:
         lines.append(f"model: {model.get('name')}, weights sha256 "
                      f"`{(model.get('weights_sha256') or '-')[:12]}`")
+    execution = what_ran.get("execution") or {}
+    if execution:
+        runner = execution.get("task_runner")
+        if runner == "dask":
+            runner += (f" at {execution['dask_address']}" if execution.get("dask_address")
+                       else f" (a local cluster of {execution.get('dask_workers')} processes)")
+        lines.append(f"execution: task runner {runner}, {execution.get('shards')} query "
+                     f"shard(s) per configuration, embedding batches of "
+                     f"{execution.get('embed_batch')} texts")
+    sample = what_ran.get("golden_queries") or {}
+    if sample:
+        counts = sample.get("counts") or {}
+        window = sample.get("window") or {}
+        seen = window.get("traces") or {}  # the traces' own first and last when not asked
+        span = (f"{window.get('since') or seen.get('first') or '-'} .. "
+                f"{window.get('until') or seen.get('last') or '-'}")
+        lines.append(f"golden queries: sampled from {sample.get('source')} by "
+                     f"{sample.get('method')} (seed {sample.get('seed')}, window {span}): "
+                     f"{counts.get('sampled')} of {counts.get('candidates')} candidate "
+                     f"queries, {counts.get('traces')} traces")
     dataset = what_ran.get("dataset") or {}
     if dataset:
         lines.append(f"dataset: sha256 `{dataset.get('sha256', '')[:12]}` over "
@@ -848,7 +868,8 @@ def per_query_csv(result: EvaluationResult) -> str:
 def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], directory: str | Path,
                   extra: dict[str, str] | None = None) -> Path:
     """The run's own folder `DIR/<run_id>/` (`metrics.json`, `runs/<configuration>.trec`,
-    `per_query.csv`, `report.md`, and `extra` {file name: text}, e.g. the diff), then `DIR/latest`
+    `per_query.csv`, `report.md`, `extra` {file name: text}, e.g. the diff, and the marker
+    `.searcheval-run.json` output retention goes by), then `DIR/latest`
     pointed at it. Nothing of an earlier run is overwritten; `DIR/metrics.json`, `DIR/runs`,
     `DIR/per_query.csv` and `DIR/report.md` are links through `DIR/latest`, so the paths of
     DESIGN.md's contract always show the newest run. Returns the run's folder."""
@@ -866,6 +887,10 @@ def write_outputs(result: EvaluationResult, runs: dict[str, RankedRun], director
     (folder / "report.md").write_text(redact(markdown_report(result)), encoding="utf-8")
     for name, text in (extra or {}).items():
         (folder / name).write_text(redact(text), encoding="utf-8")
+    from searcheval.evaluation.retention import MARKER, marker_text
+
+    # what makes the folder searcheval's to prune (output_retention), and nothing else
+    (folder / MARKER).write_text(marker_text(result.run_id, result.started_at), encoding="utf-8")
     point_latest(root, result.run_id, ("metrics.json", "runs", "per_query.csv", "report.md",
                                        *(extra or {})))
     return folder

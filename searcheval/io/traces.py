@@ -545,7 +545,19 @@ def read_traces(
     grade_scale: tuple[int, int] = DEFAULT_GRADE_SCALE,
     max_bad_share: float = DEFAULT_MAX_BAD_SHARE,
 ) -> TraceTable:
-    """Stream a JSONL file of traces into a TraceTable (see the module docstring for bad lines)."""
+    """A JSONL file of traces as a TraceTable (see the module docstring for bad lines).
+
+    A clean file is read column-wise (`searcheval.io.trace_columns`, pyarrow); a file with
+    anything to report, or fields that path does not read, is streamed line by line here, which
+    names the file, line and field of every bad value."""
+    check_read_options(grade_scale, max_bad_share)
+    from searcheval.io.trace_columns import read_columns
+
+    columns = read_columns(path)
+    if columns is not None:
+        docs = columns.pop("docs")
+        return TraceTable(**columns, doc_vocab=_Interner(docs),
+                          bad=BadLines(lines=len(columns["trace_ids"]), max_share=max_bad_share))
     builder = TraceBuilder(str(Path(path)))
     for line_no, trace in iter_trace_file(path, grade_scale=grade_scale,
                                           max_bad_share=max_bad_share, bad=builder.bad,

@@ -4,6 +4,7 @@ flow on a Dask LocalCluster giving exactly the numbers of the default runner."""
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import numpy as np
@@ -123,6 +124,22 @@ def test_only_the_thread_pool_runs_the_shards_in_the_flows_process():
     assert not shards_share_process()  # outside a flow run: nothing is known to be shared
 
 
+def test_the_execution_record_names_the_runner_the_shards_and_the_batch():
+    from prefect.task_runners import ThreadPoolTaskRunner
+    from prefect_dask import DaskTaskRunner
+
+    from flows.runners import build_task_runner, execution_record
+
+    assert execution_record(4, 64, ThreadPoolTaskRunner()) == {
+        "task_runner": "thread", "shards": 4, "embed_batch": 64}
+    assert execution_record(2, 8, DaskTaskRunner(address="tcp://10.0.0.5:8786")) == {
+        "task_runner": "dask", "shards": 2, "embed_batch": 8,
+        "dask_address": "tcp://10.0.0.5:8786"}
+    local = build_task_runner(RunnerSettings("dask", None, 3))  # what --task-runner dask starts
+    assert execution_record(1, 256, local) == {
+        "task_runner": "dask", "shards": 1, "embed_batch": 256, "dask_workers": 3}
+
+
 def _batch(vectors, model="m", fingerprint="f", embedded=0, from_cache=0):
     return pipeline.EmbeddedTexts(model, fingerprint, np.asarray(vectors, dtype=np.float32),
                                   embedded, from_cache)
@@ -219,11 +236,34 @@ def test_a_local_dask_cluster_with_shards_and_small_batches_gives_identical_resu
     # every text; the default run then finds them all in the cache. Vectors of the same text
     # differ in the last bits with the model's batch composition (padding), so the cache, which
     # keeps the first vector of a text for every later run, is what makes runs comparable.
-    with monkeypatch.context() as patch:
-        patch.setattr(CachedEmbedder, "_encode", no_local_model)
-        dask = _run(tmp_path / "dask", "--task-runner", "dask", "--shards", "2",
-                    "--embed-batch", "8")
+    lines: list[str] = []  # the progress lines of the flow's process (issue 29: "0 texts")
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            lines.append(record.getMessage())
+
+    keep = Keep(level=logging.INFO)
+    progress_log = logging.getLogger("searcheval.progress")
+    progress_log.addHandler(keep)
+    level = progress_log.level
+    progress_log.setLevel(logging.INFO)
+    try:
+        with monkeypatch.context() as patch:
+            patch.setattr(CachedEmbedder, "_encode", no_local_model)
+            dask = _run(tmp_path / "dask", "--task-runner", "dask", "--shards", "2",
+                        "--embed-batch", "8")
+    finally:
+        progress_log.removeHandler(keep)
+        progress_log.setLevel(level)
     thread = _run(tmp_path / "thread")
+
+    # the workers' own progress calls stay in their processes: the flow counted each batch and
+    # shard as it finished, 18 documents + 15 queries embedded, 15 queries x 3 configurations
+    assert any(line.startswith("embedding: 33 texts in ") for line in lines), lines
+    assert any(line.startswith("searching: 45 queries in ") for line in lines), lines
+    assert dask["what_ran"]["execution"] == {"task_runner": "dask", "shards": 2,
+                                             "embed_batch": 8, "dask_workers": 2}
+    assert thread["what_ran"]["execution"]["task_runner"] == "thread"
 
     assert dask["embeddings"] == {"model": "all-MiniLM-L6-v2", "documents": 18,
                                   "embedded": 18 + 15, "from_cache": 0}

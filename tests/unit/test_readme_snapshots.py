@@ -28,10 +28,11 @@ def test_the_commands_parse():
     parser = build_parser()
     commands = [line.split("#")[0].strip() for text in blocks() for line in text.splitlines()
                 if line.startswith("searcheval ")]
-    assert len(commands) == 4
+    assert len(commands) == 5
     for command in commands:
         args = parser.parse_args(shlex.split(command)[1:])
         assert callable(args.handler)
+    assert str(args.output_folder) == "out/nightly"  # the last: the run folders pruned too
     args = parser.parse_args(["diff", "latest:bm25", "latest:fused"])
     assert (args.a, args.b, args.metric, args.k) == ("latest:bm25", "latest:fused", "ndcg@10", 10)
 
