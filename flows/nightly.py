@@ -31,7 +31,7 @@ from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import shards_share_process, task_runner_from_settings, whole
 from searcheval import defaults, progress
-from searcheval.errors import GateTripped, InputError, RunIncomplete
+from searcheval.errors import DatabaseError, GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import compose, pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
@@ -58,7 +58,8 @@ def refuse(run_id: str, refused: Refused, alert_block: str | None):
     t.record_refusal(refused, scheduled)
     if scheduled:
         t.send_alert(Alert(run_id, [{"kind": "refused", "summary": f"input refused: {line}"}
-                                    for line in refused.lines()]), alert_block)
+                                    for line in refused.lines()],
+                           verdict=f"input refused: {refused.summary()}"), alert_block)
     else:
         logger.info("refused input of a manual run: not alerted")
     raise refused
@@ -211,8 +212,24 @@ def nightly(
             project settings); the report prints them.
     """
     request = RunRequest.from_parameters(locals())  # the parameters are the run's options
+    run_id = new_run_id()
+    t.tag_flow_run([t.run_tag(run_id)])  # the run id of the alerts finds the flow run
+    try:
+        return evaluate(request, run_id, judgment_sources=judgment_sources, output=output,
+                        judge=judge, model_path=model_path, alert_block=alert_block)
+    except DatabaseError as exc:  # paged by the flow itself, automations or not
+        t.send_alert(Alert(run_id, [{"kind": "database", "summary": f"database failure: {exc}"}],
+                           dataset=request.dataset_name or request.dataset or request.fixtures
+                           or request.mapping), alert_block)
+        raise
+
+
+def evaluate(request: RunRequest, run_id: str, *, judgment_sources, output: str | None,
+             judge: str | None, model_path: str | None, alert_block: str | None) -> Completed:
+    """The nightly's steps over `request` (the flow's parameters; those given by name here are
+    the flow's own values, before the project settings fill the request's gaps)."""
     logger = get_run_logger()
-    run_id, started = new_run_id(), datetime.now(timezone.utc)
+    started = datetime.now(timezone.utc)
     try:
         plan = t.plan_run(request, str(project_directory()))  # settled over the project
         r = plan.request  # every option as the project settings and the defaults settled it
@@ -318,14 +335,16 @@ def conclude(result: EvaluationResult, published: dict, output: str | None,
     emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows
 
     alert = alert_for(result)
-    if alert is not None:
-        alert.where = where
+    if alert is not None:  # paths absolute: on-call reads them from another directory
+        folder = Path(output).resolve() / run_id if output else None
+        alert.where = str(folder / "report.md") if folder else where
+        alert.dataset, alert.verdict = result.dataset, line
         diff = published["diff"]
         if published["candidate_diff"]:  # a candidate run: what the candidate changed
-            alert.diff = (f"{output}/{run_id}/candidate_diff.md" if output else "artifact "
+            alert.diff = (str(folder / "candidate_diff.md") if folder else "artifact "
                           + t.artifact_key(t.CANDIDATE_DIFF_ARTIFACT, result.dataset))
         elif diff:
-            alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
+            alert.diff = (str(folder / "diff.md") if folder else "artifact "
                           + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
                                            diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)
