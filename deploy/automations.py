@@ -12,8 +12,9 @@ Where notifications go, first match wins:
                               nobody, on purpose;
   $SEARCHEVAL_ALERT_WEBHOOK   the webhook the flows alert through: saved as the custom-webhook
                               block `searcheval-alert`, the URL kept as a block secret;
-  neither                     the block the automations already notify through (a re-application
-                              from a shell without the variable keeps it), else the saved
+  neither                     what the automations already notify through (a re-application
+                              from a shell without the variable keeps the block, or nobody after
+                              `--notify none`); on a first application the saved
                               `custom-webhook/searcheval-alert` block, else nobody (a warning
                               says so).
 An entry with `notify: false` never notifies (the gate automation: the flow pages the trip
@@ -146,15 +147,17 @@ def notification_block_id(notify: str | None,
 
 
 def existing_block(names: list[str]) -> tuple[UUID | None, str]:
-    """The notification block already in use: the one the first of the automations `names` on
-    the server notifies through (when it still exists), else `custom-webhook/searcheval-alert`
-    when it was saved before, else none."""
+    """What the automations `names` on the server already notify through: the block of the first
+    that has one (when it still exists), or nobody when they exist without one (`--notify none`);
+    when none of them exists yet, `custom-webhook/searcheval-alert` if it was saved before."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
     with get_client(sync_client=True) as client:
+        applied = False
         for name in names:
             for automation in client.read_automations_by_name(name):
+                applied = True
                 for action in automation.actions:
                     block_id = getattr(action, "block_document_id", None)
                     if block_id is None:
@@ -165,6 +168,8 @@ def existing_block(names: list[str]) -> tuple[UUID | None, str]:
                         continue
                     kind = document.block_type.slug if document.block_type else "block"
                     return block_id, f"block {kind}/{document.name} (kept: already in use)"
+        if applied:  # applied before, notifying nobody (--notify none): kept so
+            return None, "nothing (kept: the automations notify nobody)"
         try:
             document = client.read_block_document_by_name(WEBHOOK_BLOCK, "custom-webhook")
         except ObjectNotFound:
@@ -213,7 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         block_id, where = notification_block_id(args.notify, [s["name"] for s in specs])
         automations = build_automations(specs, block_id, file=args.file)
-        if block_id is None and args.notify != NOTIFY_NONE:
+        if block_id is None and args.notify != NOTIFY_NONE and "kept" not in where:
             print(f"warning: no --notify block, ${WEBHOOK_ENV} unset and no block in use: the "
                   "automations will fire but notify nobody", file=sys.stderr)
         for name, what, automation_id in apply_automations(automations):

@@ -216,7 +216,8 @@ def nightly(
     t.tag_flow_run([t.run_tag(run_id)])  # the run id of the alerts finds the flow run
     try:
         return evaluate(request, run_id, judgment_sources=judgment_sources, output=output,
-                        judge=judge, model_path=model_path, alert_block=alert_block)
+                        judge=judge, model_path=model_path, alert_block=alert_block,
+                        snapshot_retention=snapshot_retention)
     except DatabaseError as exc:  # paged by the flow itself, automations or not
         t.send_alert(Alert(run_id, [{"kind": "database", "summary": f"database failure: {exc}"}],
                            dataset=request.dataset_name or request.dataset or request.fixtures
@@ -225,7 +226,8 @@ def nightly(
 
 
 def evaluate(request: RunRequest, run_id: str, *, judgment_sources, output: str | None,
-             judge: str | None, model_path: str | None, alert_block: str | None) -> Completed:
+             judge: str | None, model_path: str | None, alert_block: str | None,
+             snapshot_retention: str | None) -> Completed:
     """The nightly's steps over `request` (the flow's parameters; those given by name here are
     the flow's own values, before the project settings fill the request's gaps)."""
     logger = get_run_logger()

@@ -44,6 +44,7 @@ from searcheval.rankers.registry import needs_database, secret_blocks
 from searcheval.redaction import redact
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
+from tasks import secrets  # noqa: F401 - installs the database password's reader
 
 class _NoEmptyTraceback(logging.Filter):
     """Prefect logs a task run that returned a Failed state (the tripped gate) with
