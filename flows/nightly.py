@@ -49,7 +49,13 @@ boundary.install()  # refusals and a tripped gate end the run Failed without a t
 route_library_logs()  # the progress lines reach the console and the flow run's logs
 
 
-def refuse(run_id: str, refused: Refused, alert_block: str | None):
+def requested_dataset(request: RunRequest) -> str | None:
+    """The dataset a run was asked for, for an alert sent before it was loaded."""
+    return request.dataset_name or request.dataset or request.fixtures or request.mapping
+
+
+def refuse(run_id: str, refused: Refused, alert_block: str | None,
+           dataset: str | None = None):
     """End a refused run: its report in the UI, an alert when the run was scheduled (a manual
     run's refusal answers whoever started it, without paging on-call), then the refusal raised:
     the flow run ends Failed with its one line."""
@@ -59,7 +65,8 @@ def refuse(run_id: str, refused: Refused, alert_block: str | None):
     if scheduled:
         t.send_alert(Alert(run_id, [{"kind": "refused", "summary": f"input refused: {line}"}
                                     for line in refused.lines()],
-                           verdict=f"input refused: {refused.summary()}"), alert_block)
+                           verdict=f"input refused: {refused.summary()}", dataset=dataset),
+                     alert_block)
     else:
         logger.info("refused input of a manual run: not alerted")
     raise refused
@@ -220,8 +227,7 @@ def nightly(
                         snapshot_retention=snapshot_retention)
     except DatabaseError as exc:  # paged by the flow itself, automations or not
         t.send_alert(Alert(run_id, [{"kind": "database", "summary": f"database failure: {exc}"}],
-                           dataset=request.dataset_name or request.dataset or request.fixtures
-                           or request.mapping), alert_block)
+                           dataset=requested_dataset(request)), alert_block)
         raise
 
 
@@ -245,7 +251,8 @@ def evaluate(request: RunRequest, run_id: str, *, judgment_sources, output: str 
             plan, t.validate(opaque(collection), r.max_age_days, r.min_per_category),
             collection, effective)
     except InputError as exc:
-        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
+        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block,
+               requested_dataset(request))
     if plan.not_gated_reason:
         logger.warning("gate: NOT GATED (%s)", plan.not_gated_reason)
 
