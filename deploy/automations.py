@@ -8,10 +8,17 @@ yet and updates the one that does (matched by name), so running it twice changes
 
 Where notifications go, first match wins:
   --notify TYPE/NAME          an existing notification block (slack-webhook/oncall, ...);
+  --notify none               nobody: the automations fire (Prefect UI, event feed) and notify
+                              nobody, on purpose;
   $SEARCHEVAL_ALERT_WEBHOOK   the webhook the flows alert through: saved as the custom-webhook
                               block `searcheval-alert`, the URL kept as a block secret;
-  neither                     the automations still fire (Prefect UI, event feed) but notify
-                              nobody; a warning says so.
+  neither                     what the automations already notify through (a re-application
+                              from a shell without the variable keeps the block, or nobody after
+                              `--notify none`); on a first application the saved
+                              `custom-webhook/searcheval-alert` block, else nobody (a warning
+                              says so).
+An entry with `notify: false` never notifies (the gate automation: the flow pages the trip
+itself, once); it is applied as a record in the event feed.
 Exit codes: 0 done, 2 refused input (the file, or a block that does not exist).
 """
 
@@ -58,6 +65,8 @@ def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str,
         if not isinstance(entry.get("trigger"), dict):
             raise InputError("expected a mapping", file=path, field=f"{where}.trigger")
         notify = entry.get("notify")
+        if notify is False:  # records only: the flow pages this event itself
+            continue
         if not isinstance(notify, dict) or set(notify) != {"subject", "body"}:
             raise InputError("expected a mapping with `subject` and `body`", file=path,
                              field=f"{where}.notify")
@@ -85,7 +94,7 @@ def build_automations(specs: list[dict[str, Any]], block_document_id: UUID | Non
         notify = spec["notify"]
         action = (SendNotification(block_document_id=block_document_id,
                                    subject=notify["subject"], body=notify["body"])
-                  if block_document_id else DoNothing())
+                  if block_document_id and notify is not False else DoNothing())
         try:
             automations.append(AutomationCore(
                 name=spec["name"], description=spec.get("description") or "",
@@ -99,11 +108,19 @@ def build_automations(specs: list[dict[str, Any]], block_document_id: UUID | Non
     return automations
 
 
-def notification_block_id(notify: str | None) -> tuple[UUID | None, str]:
-    """The block the automations notify through, and a description of it for the log."""
+NOTIFY_NONE = "none"
+
+
+def notification_block_id(notify: str | None,
+                          names: list[str] | None = None) -> tuple[UUID | None, str]:
+    """The block the automations notify through, and a description of it for the log. Without
+    `--notify` and without the webhook variable: the block the automations `names` already
+    notify through, else the saved `searcheval-alert` block, else none."""
     from prefect.client.orchestration import get_client
     from prefect.exceptions import ObjectNotFound
 
+    if notify == NOTIFY_NONE:
+        return None, "nothing (--notify none)"
     if notify:
         if notify.count("/") != 1 or not all(notify.split("/")):
             raise InputError(f"expected TYPE/NAME of a notification block, got {notify!r}",
@@ -126,7 +143,38 @@ def notification_block_id(notify: str | None) -> tuple[UUID | None, str]:
                        "body": "{{body}}"})
         block_id = block.save(WEBHOOK_BLOCK, overwrite=True)
         return block_id, f"block custom-webhook/{WEBHOOK_BLOCK} (${WEBHOOK_ENV})"
-    return None, "nothing"
+    return existing_block(names or [])
+
+
+def existing_block(names: list[str]) -> tuple[UUID | None, str]:
+    """What the automations `names` on the server already notify through: the block of the first
+    that has one (when it still exists), or nobody when they exist without one (`--notify none`);
+    when none of them exists yet, `custom-webhook/searcheval-alert` if it was saved before."""
+    from prefect.client.orchestration import get_client
+    from prefect.exceptions import ObjectNotFound
+
+    with get_client(sync_client=True) as client:
+        applied = False
+        for name in names:
+            for automation in client.read_automations_by_name(name):
+                applied = True
+                for action in automation.actions:
+                    block_id = getattr(action, "block_document_id", None)
+                    if block_id is None:
+                        continue
+                    try:
+                        document = client.read_block_document(block_id)
+                    except ObjectNotFound:
+                        continue
+                    kind = document.block_type.slug if document.block_type else "block"
+                    return block_id, f"block {kind}/{document.name} (kept: already in use)"
+        if applied:  # applied before, notifying nobody (--notify none): kept so
+            return None, "nothing (kept: the automations notify nobody)"
+        try:
+            document = client.read_block_document_by_name(WEBHOOK_BLOCK, "custom-webhook")
+        except ObjectNotFound:
+            return None, "nothing"
+        return document.id, f"block custom-webhook/{WEBHOOK_BLOCK} (kept: saved before)"
 
 
 def apply_automations(automations: list) -> list[tuple[str, str, UUID]]:
@@ -156,21 +204,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", choices=["apply", "show"])
     parser.add_argument("--file", type=Path, default=AUTOMATIONS_FILE)
     parser.add_argument("--notify", metavar="TYPE/NAME",
-                        help="notification block to send through (default: "
-                             f"${WEBHOOK_ENV} as a custom-webhook block, else none)")
+                        help="notification block to send through, or `none` (default: "
+                             f"${WEBHOOK_ENV} as a custom-webhook block, else the block "
+                             "already in use)")
     args = parser.parse_args(argv)
     try:
         specs = load_automation_specs(args.file)
         if args.command == "show":
-            placeholder = UUID(int=0) if (args.notify or os.environ.get(WEBHOOK_ENV)) else None
+            placeholder = UUID(int=0) if (args.notify not in (None, NOTIFY_NONE)
+                                          or os.environ.get(WEBHOOK_ENV)) else None
             for automation in build_automations(specs, placeholder, file=args.file):
                 print(json.dumps(automation.model_dump(mode="json"), indent=2))
             return 0
-        block_id, where = notification_block_id(args.notify)
+        block_id, where = notification_block_id(args.notify, [s["name"] for s in specs])
         automations = build_automations(specs, block_id, file=args.file)
-        if block_id is None:
-            print(f"warning: no --notify block and ${WEBHOOK_ENV} unset: the automations will "
-                  "fire but notify nobody", file=sys.stderr)
+        if block_id is None and args.notify != NOTIFY_NONE and "kept" not in where:
+            print(f"warning: no --notify block, ${WEBHOOK_ENV} unset and no block in use: the "
+                  "automations will fire but notify nobody", file=sys.stderr)
         for name, what, automation_id in apply_automations(automations):
             print(f"{what} {name} ({automation_id}), notifying through {where}")
     except InputError as exc:

@@ -32,7 +32,7 @@ from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import (execution_record, shards_share_process, task_runner_from_settings,
                            whole)
 from searcheval import defaults, progress
-from searcheval.errors import GateTripped, InputError, RunIncomplete
+from searcheval.errors import DatabaseError, GateTripped, InputError, RunIncomplete
 from searcheval.evaluation import compose, pipeline
 from searcheval.evaluation.alerts import Alert
 from searcheval.evaluation.baseline import dataset_of
@@ -50,7 +50,13 @@ boundary.install()  # refusals and a tripped gate end the run Failed without a t
 route_library_logs()  # the progress lines reach the console and the flow run's logs
 
 
-def refuse(run_id: str, refused: Refused, alert_block: str | None):
+def requested_dataset(request: RunRequest) -> str | None:
+    """The dataset a run was asked for, for an alert sent before it was loaded."""
+    return request.dataset_name or request.dataset or request.fixtures or request.mapping
+
+
+def refuse(run_id: str, refused: Refused, alert_block: str | None,
+           dataset: str | None = None):
     """End a refused run: its report in the UI, an alert when the run was scheduled (a manual
     run's refusal answers whoever started it, without paging on-call), then the refusal raised:
     the flow run ends Failed with its one line."""
@@ -59,7 +65,9 @@ def refuse(run_id: str, refused: Refused, alert_block: str | None):
     t.record_refusal(refused, scheduled)
     if scheduled:
         t.send_alert(Alert(run_id, [{"kind": "refused", "summary": f"input refused: {line}"}
-                                    for line in refused.lines()]), alert_block)
+                                    for line in refused.lines()],
+                           verdict=f"input refused: {refused.summary()}", dataset=dataset),
+                     alert_block)
     else:
         logger.info("refused input of a manual run: not alerted")
     raise refused
@@ -217,8 +225,25 @@ def nightly(
             project settings); the report prints them.
     """
     request = RunRequest.from_parameters(locals())  # the parameters are the run's options
+    run_id = new_run_id()
+    t.tag_flow_run([t.run_tag(run_id)])  # the run id of the alerts finds the flow run
+    try:
+        return evaluate(request, run_id, judgment_sources=judgment_sources, output=output,
+                        judge=judge, model_path=model_path, alert_block=alert_block,
+                        snapshot_retention=snapshot_retention)
+    except DatabaseError as exc:  # paged by the flow itself, automations or not
+        t.send_alert(Alert(run_id, [{"kind": "database", "summary": f"database failure: {exc}"}],
+                           dataset=requested_dataset(request)), alert_block)
+        raise
+
+
+def evaluate(request: RunRequest, run_id: str, *, judgment_sources, output: str | None,
+             judge: str | None, model_path: str | None, alert_block: str | None,
+             snapshot_retention: str | None) -> Completed:
+    """The nightly's steps over `request` (the flow's parameters; those given by name here are
+    the flow's own values, before the project settings fill the request's gaps)."""
     logger = get_run_logger()
-    run_id, started = new_run_id(), datetime.now(timezone.utc)
+    started = datetime.now(timezone.utc)
     try:
         plan = t.plan_run(request, str(project_directory()))  # settled over the project
         r = plan.request  # every option as the project settings and the defaults settled it
@@ -232,7 +257,8 @@ def nightly(
             plan, t.validate(opaque(collection), r.max_age_days, r.min_per_category),
             collection, effective)
     except InputError as exc:
-        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block)
+        refuse(run_id, exc if isinstance(exc, Refused) else Refused([exc]), alert_block,
+               requested_dataset(request))
     if plan.not_gated_reason:
         logger.warning("gate: NOT GATED (%s)", plan.not_gated_reason)
 
@@ -356,14 +382,16 @@ def conclude(result: EvaluationResult, published: dict, output: str | None,
     emit_verdict_event(run_id, line, result.gate_passed)  # what `deployment run --watch` shows
 
     alert = alert_for(result)
-    if alert is not None:
-        alert.where = where
+    if alert is not None:  # paths absolute: on-call reads them from another directory
+        folder = Path(output).resolve() / run_id if output else None
+        alert.where = str(folder / "report.md") if folder else where
+        alert.dataset, alert.verdict = result.dataset, line
         diff = published["diff"]
         if published["candidate_diff"]:  # a candidate run: what the candidate changed
-            alert.diff = (f"{output}/{run_id}/candidate_diff.md" if output else "artifact "
+            alert.diff = (str(folder / "candidate_diff.md") if folder else "artifact "
                           + t.artifact_key(t.CANDIDATE_DIFF_ARTIFACT, result.dataset))
         elif diff:
-            alert.diff = (f"{output}/{run_id}/diff.md" if output else "artifact "
+            alert.diff = (str(folder / "diff.md") if folder else "artifact "
                           + t.artifact_key(t.DIFF_ARTIFACT, result.dataset,
                                            diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)

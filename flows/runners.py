@@ -170,6 +170,9 @@ def worker_environment() -> dict[str, str]:
     api = PREFECT_API_URL.value()
     if api:
         env["PREFECT_API_URL"] = api
+    secret = os.environ.get(database.PASSWORD_SECRET_ENV)
+    if secret:  # the block's name: each worker reads the password itself (tasks/secrets.py)
+        env[database.PASSWORD_SECRET_ENV] = secret
     return env
 
 

@@ -44,6 +44,7 @@ from searcheval.rankers.registry import needs_database, secret_blocks
 from searcheval.redaction import redact
 from searcheval.store.database import open_database
 from searcheval.types import Collection, RankedRun
+from tasks import secrets  # noqa: F401 - installs the database password's reader
 
 class _NoEmptyTraceback(logging.Filter):
     """Prefect logs a task run that returned a Failed state (the tripped gate) with
@@ -408,23 +409,64 @@ def tag_flow_run(tags: list[str]) -> None:
         get_run_logger().warning("could not tag the flow run: %s", type(exc).__name__)
 
 
+#: the suffix the flow run's name gets once its alert is delivered: the failed-run automation
+#: (deploy/automations.yaml) matches only flow runs whose name does not end with it, so a trip
+#: pages once whichever channels are configured
+ALERTED = "(searcheval: alerted)"
+ALERTED_TAG = "searcheval:alerted"
+
+
+def run_tag(run_id: str) -> str:
+    """The flow run's tag naming the searcheval run id (what the history, the output folder and
+    the alerts call the run)."""
+    return f"searcheval:run={run_id}"
+
+
+def flow_run_url() -> str | None:
+    """The absolute address of this flow run's page in the Prefect UI (PREFECT_UI_URL), or None
+    outside a flow run or without a UI address."""
+    from prefect.runtime import flow_run
+    from prefect.settings import PREFECT_UI_URL
+
+    base = PREFECT_UI_URL.value()
+    if not flow_run.id or not base:
+        return None
+    return f"{str(base).rstrip('/')}/runs/flow-run/{flow_run.id}"
+
+
+def mark_alerted() -> None:
+    """Rename this flow run `<name> (searcheval: alerted)` and tag it: its final state's event
+    then carries that name, and the failed-run automation leaves it alone (it was paged)."""
+    from prefect.client.orchestration import get_client
+    from prefect.runtime import flow_run
+
+    if not flow_run.id:
+        return
+    try:
+        with get_client(sync_client=True) as client:
+            current = client.read_flow_run(flow_run.id)
+            name = current.name if current.name.endswith(ALERTED) else f"{current.name} {ALERTED}"
+            client.update_flow_run(flow_run.id, name=name,
+                                   tags=list(dict.fromkeys([*(current.tags or []), ALERTED_TAG])))
+    except Exception as exc:  # noqa: BLE001 - then the automation pages too: twice, never zero
+        get_run_logger().warning("could not mark the flow run alerted: %s", type(exc).__name__)
+
+
 @task(cache_policy=NO_CACHE)
 def send_alert(alert: Alert, block: str | None) -> dict:
-    """Webhook (SEARCHEVAL_ALERT_WEBHOOK) and/or a Prefect notification block ("type/name").
+    """One delivery per event, through one channel: the Prefect notification block
+    ("type/name") when the run names one, else the webhook (SEARCHEVAL_ALERT_WEBHOOK). The alert
+    carries the flow run's absolute URL. Once delivered, the flow run is marked alerted
+    (`mark_alerted`), so the failed-run automation does not page the same trip again.
 
     A delivery failure is logged and reported, never raised: it changes neither the verdict nor
-    the exit code (the results are already published, or the refusal stands).
+    the exit code (the results are already published, or the refusal stands), and the unmarked
+    run is then paged by the failed-run automation instead.
     """
     logger = get_run_logger()
+    alert.url = alert.url or flow_run_url()
     delivered: dict[str, str] = {}
     url = webhook_url()
-    if url:
-        try:
-            delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
-        except Exception as exc:  # noqa: BLE001 - AlertDeliveryError, or a URL urllib refuses
-            logger.error("alert not delivered: %s", exc if isinstance(exc, AlertDeliveryError)
-                         else f"webhook (SEARCHEVAL_ALERT_WEBHOOK): {type(exc).__name__}")
-            delivered["webhook"] = "failed"
     if block:
         try:
             from prefect.blocks.core import Block
@@ -434,9 +476,19 @@ def send_alert(alert: Alert, block: str | None) -> dict:
         except Exception as exc:  # noqa: BLE001 - a broken block must not lose the run
             logger.error("alert block %s failed: %s", block, type(exc).__name__)
             delivered["block"] = "failed"
+    elif url:
+        try:
+            delivered["webhook"] = f"HTTP {post_webhook(url, alert.payload())}"
+        except Exception as exc:  # noqa: BLE001 - AlertDeliveryError, or a URL urllib refuses
+            logger.error("alert not delivered: %s", exc if isinstance(exc, AlertDeliveryError)
+                         else f"webhook (SEARCHEVAL_ALERT_WEBHOOK): {type(exc).__name__}")
+            delivered["webhook"] = "failed"
     if not delivered:
         logger.warning("alert not delivered: set SEARCHEVAL_ALERT_WEBHOOK or the alert_block "
                        "parameter. %s", alert.body())
+    elif "failed" in delivered.values():
+        pass  # logged above; the failed-run automation is the fallback
     else:
         logger.warning("alert sent (%s): %s", ", ".join(delivered), alert.subject)
+        mark_alerted()
     return delivered

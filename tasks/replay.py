@@ -2,8 +2,8 @@
 composition `searcheval replay` calls) or of publishing (`searcheval.replay.report`).
 
 Retries live on the tasks that do I/O with the database; refused input is never retried. Alerts
-go through `tasks.evaluation.send_alert`, the nightly flow's channel (webhook and/or Prefect
-notification block). Trace tables can hold a million rows: the flow passes them wrapped in
+go through `tasks.evaluation.send_alert`, the nightly flow's one channel (a Prefect notification
+block, else the webhook). Trace tables can hold a million rows: the flow passes them wrapped in
 `quote`, so Prefect does not walk them looking for futures.
 """
 

@@ -87,6 +87,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if os.environ.get("SEARCHEVAL_DATABASE_PASSWORD_SECRET"):  # store.database's variable
+            from searcheval.cli.common import import_project_module
+
+            import_project_module("tasks.secrets")  # reads the password's Prefect Secret block
         return args.handler(args)
     except BrokenPipeError:  # `searcheval ... | head`: the reader had enough; stop quietly
         closed_stdout()

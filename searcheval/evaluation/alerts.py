@@ -31,15 +31,23 @@ class Alert:
     diff: str | None = None  # where the diff is (file or artifact): a candidate against the
     # served configuration for a candidate run, else against the previous run
     worst: list[str] = field(default_factory=list)  # the diff's worst queries, with their text
+    url: str | None = None  # the flow run's page in the Prefect UI, absolute (PREFECT_UI_URL)
+    dataset: str | None = None
+    verdict: str | None = None  # the run's verdict line, when it got as far as the gate
 
     @property
     def subject(self) -> str:
         kinds = ", ".join(sorted({r["kind"] for r in self.reasons}))
-        return f"searcheval run {self.run_id}: {kinds}"
+        on = f" on {self.dataset}" if self.dataset else ""
+        return f"searcheval run {self.run_id}{on}: {kinds}"
 
     def body(self) -> str:
         lines = [self.subject]
+        if self.verdict:
+            lines.append(f"verdict: {self.verdict}")
         lines += [f"- {r['summary']}" for r in self.reasons]
+        if self.url:
+            lines.append(f"flow run: {self.url}")
         if self.where:
             lines.append(f"details: {self.where}")
         if self.diff:
@@ -50,7 +58,8 @@ class Alert:
         return "\n".join(lines)
 
     def payload(self) -> dict:
-        return {"run_id": self.run_id, "subject": self.subject, "reasons": self.reasons,
+        return {"run_id": self.run_id, "subject": self.subject, "dataset": self.dataset,
+                "verdict": self.verdict, "url": self.url, "reasons": self.reasons,
                 "where": self.where, "diff": self.diff, "worst": self.worst,
                 "text": self.body()}
 

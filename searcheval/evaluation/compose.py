@@ -84,8 +84,8 @@ def plan_run(request: RunRequest, project: str | Path, found: Preflight | None =
 
     resolve_request(request, project_settings(project))  # the project's settings fill the gaps
     found = found if found is not None else preflight(request)
-    code = provenance.code_state(project)
     found.raise_for_problems()
+    code = provenance.code_state(project, run_inputs(request, found.collection, project))
     if not request.allow_dirty:
         provenance.refuse_dirty(code)
     selected = request.selected()
@@ -95,6 +95,39 @@ def plan_run(request: RunRequest, project: str | Path, found: Preflight | None =
                    metrics=tuple(m.name for m in parse_metrics(request.metrics)),
                    conventions=found.conventions, baseline=found.baseline,
                    not_gated_reason=found.not_gated_reason, code=code, project=str(project))
+
+
+def run_inputs(request: RunRequest, collection: Collection | None,
+               project: str | Path) -> list[Path]:
+    """What a run reads, so what makes its working tree dirty (`provenance.code_state`): the
+    configurations file, the baseline, the dataset (its folder or mapping, and every file it was
+    loaded from), the project settings (searcheval.yaml), the validation suites (expectations/),
+    the judges file when a judge is named, and the code (the searcheval package, flows/ and
+    tasks/ beside the project). Not deploy/prefect.yaml: a deployment's parameters travel with
+    each flow run (recorded there) and its schedule is not an input, so editing a cron is not
+    dirt; nor anything else in the tree (README, docs, a stray nohup.out)."""
+    import searcheval
+    from searcheval.evaluation.validation import expectations_dir
+
+    project = Path(project)
+    paths: list[Path] = [Path(searcheval.__file__).resolve().parent,
+                         project / "flows", project / "tasks", expectations_dir()]
+    for value in (request.configurations_file, request.baseline, request.fixtures,
+                  request.dataset):
+        if value:
+            paths.append(Path(value))
+    if request.mapping:
+        paths.append(Path(request.mapping).parent)  # the mapping and the files beside it
+    if request.judge:
+        file = request.judge.rsplit(":", 1)[0] if ":" in request.judge else None
+        paths.append(Path(file) if file else project / "judges.yaml")
+    settings = project_settings(project)
+    if settings is not None:
+        paths.append(Path(settings.file))
+    if collection is not None:
+        paths += [Path(p) for p in (getattr(collection, "sources", None) or {}).values()
+                  if isinstance(p, (str, Path)) and p]
+    return paths
 
 
 def project_settings(project: str | Path):

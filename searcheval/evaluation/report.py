@@ -629,9 +629,13 @@ def what_ran_lines(what_ran: dict) -> list[str]:
                      + f": `{params}`")
     code = what_ran.get("code") or {}
     if code:
+        changed = code.get("changed") or []
         lines.append(f"code: commit `{code.get('commit') or '-'}`"
-                     + (f", **dirty** (diff sha256 `{(code.get('diff_sha256') or '')[:12]}`)"
-                        if code.get("dirty") else ", clean"))
+                     + (f", **dirty** (diff sha256 `{(code.get('diff_sha256') or '')[:12]}`"
+                        + (f": {', '.join(changed[:5])}"
+                           + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
+                           if changed else "") + ")"
+                        if code.get("dirty") else ", clean (the run's inputs)"))
     if what_ran.get("versions"):
         lines.append("versions: " + ", ".join(f"{k} {v}" for k, v in what_ran["versions"].items()))
     model = what_ran.get("model") or {}

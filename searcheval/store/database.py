@@ -9,6 +9,13 @@ Connections are opened in autocommit mode: every write in `searcheval.store` tha
 runs inside `conn.transaction()`, so a failure leaves nothing half-written.
 
 Passwords never appear in messages: `describe(url)` is what logs and errors show.
+
+The password may also come from a Prefect Secret block: `SEARCHEVAL_DATABASE_PASSWORD_SECRET`
+names the block, whose value is the password used with the URL of `SEARCHEVAL_DATABASE_URL` (or
+`--database-url`) when that URL holds none. The library never imports Prefect: the flows, the
+tasks and the command line install the reader (`use_password_source`, tasks/secrets.py), and the
+value is read once per process, remembered for redaction, and handed to libpq only, never put
+into a URL, a message, a log, an artifact or a row.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -35,6 +42,7 @@ from searcheval.errors import DatabaseError
 from searcheval.store import sql
 
 ENV_URL = "SEARCHEVAL_DATABASE_URL"
+PASSWORD_SECRET_ENV = "SEARCHEVAL_DATABASE_PASSWORD_SECRET"
 EMBEDDED_DIR = Path(".searcheval")
 EMBEDDED_PGDATA = EMBEDDED_DIR / "pg"
 
@@ -64,13 +72,14 @@ def describe(url: str) -> str:
 
 
 def redact(text: str, url: str) -> str:
-    """`text` with the URL's password (if any) replaced by `***`."""
+    """`text` with the URL's password (if any), and the Secret block's, replaced by `***`."""
     try:
         password = conninfo_to_dict(url).get("password")
     except psycopg.Error:
         password = None
-    if password:
-        text = text.replace(str(password), "***")
+    for secret in (password, *_passwords.values()):
+        if secret:
+            text = text.replace(str(secret), "***")
     return text
 
 
@@ -164,6 +173,46 @@ def stop_embedded(pgdata: str | Path | None = None) -> bool:
     return True
 
 
+# --------------------------------------------------------------------------- the password
+
+_password_source: Callable[[str], str] | None = None  # block name -> its value (Prefect)
+_passwords: dict[str, str] = {}  # read once per process, by block name
+
+
+def use_password_source(source: Callable[[str], str] | None) -> None:
+    """Install the reader of `SEARCHEVAL_DATABASE_PASSWORD_SECRET`'s block (tasks/secrets.py):
+    a function from a Secret block's name to its value."""
+    global _password_source
+    _password_source = source
+
+
+def secret_password(url: str) -> str | None:
+    """The password of the Secret block `SEARCHEVAL_DATABASE_PASSWORD_SECRET` names, for `url`
+    when it is the configured URL (`SEARCHEVAL_DATABASE_URL`, which `--database-url` sets) and
+    holds no password of its own; else None. Never for another server: a lookup's or a mapping's
+    database gets its own credentials."""
+    name = os.environ.get(PASSWORD_SECRET_ENV, "").strip()
+    if not name or url != os.environ.get(ENV_URL):
+        return None
+    try:
+        if conninfo_to_dict(url).get("password"):
+            return None  # the URL's own password wins
+    except psycopg.Error:
+        return None  # `connect` says the URL is not valid
+    if name not in _passwords:
+        if _password_source is None:
+            raise DatabaseError(f"{PASSWORD_SECRET_ENV} names the Prefect Secret block {name!r}, "
+                                "read by the flows and the searcheval command: this process "
+                                "cannot read it (run it from a flow, or put the password in "
+                                f"{ENV_URL})")
+        from searcheval.redaction import remember
+
+        value = _password_source(name)
+        remember(value)
+        _passwords[name] = value
+    return _passwords[name]
+
+
 # --------------------------------------------------------------------------- connect
 
 
@@ -186,12 +235,15 @@ def connect(url: str, *, attempts: int = 5, backoff_s: float = 0.25,
             "(expected postgresql://user:password@host:port/dbname)"
         ) from None
     where = describe(url)
+    password = secret_password(url)
+    extra = {"password": password} if password else {}
     last: Exception | None = None
     for attempt in range(max(1, attempts)):
         if attempt:
             time.sleep(backoff_s * 2 ** (attempt - 1))
         try:
-            conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s)
+            conn = psycopg.connect(url, autocommit=True, connect_timeout=connect_timeout_s,
+                                   **extra)
         except psycopg.OperationalError as exc:
             last = exc
             _logger.info("connecting to %s failed (attempt %d of %d)", where, attempt + 1, attempts)

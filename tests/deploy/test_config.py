@@ -275,6 +275,9 @@ def test_the_three_automations_build_with_their_triggers():
     flows = {"prefect.resource.role": "flow",
              "prefect.resource.name": ["searcheval-nightly", "searcheval-replay"]}
     assert failed.match_related.model_dump() == flows
+    # a run the flow paged itself is renamed "... (searcheval: alerted)": never paged again
+    assert failed.match.model_dump() == {"prefect.resource.id": "prefect.flow-run.*",
+                                         "prefect.resource.name": "!*(searcheval: alerted)"}
 
     overdue = built["searcheval-nightly-overdue"].trigger
     assert overdue.posture == "Proactive"
@@ -289,7 +292,11 @@ def test_the_three_automations_build_with_their_triggers():
     assert gate.expect == {"searcheval.gate.tripped"}
     assert gate.match.model_dump() == {"prefect.resource.id": "searcheval.run.*"}
 
+    # the flow pages a trip itself: the gate automation is a record in the event feed only
+    assert [a.type for a in built["searcheval-gate-tripped"].actions] == ["do-nothing"]
     for automation in built.values():
+        if automation.name == "searcheval-gate-tripped":
+            continue
         [action] = automation.actions
         assert (action.type, action.block_document_id) == ("send-notification", block)
         assert automation.name.split("-")[0] in action.subject

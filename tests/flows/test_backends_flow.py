@@ -216,6 +216,8 @@ def test_every_run_records_what_ran(flow_env, tmp_path):
 
 
 def test_the_scheduled_settings_refuse_a_dirty_tree(flow_env, tmp_path, monkeypatch):
+    """Dirt is a change to what the run reads (here its flows/ code), listed in the refusal; a
+    stray untracked nohup.out beside it is not dirt, and alone it does not refuse the run."""
     import subprocess
 
     from flows.nightly import nightly
@@ -224,18 +226,27 @@ def test_the_scheduled_settings_refuse_a_dirty_tree(flow_env, tmp_path, monkeypa
     for args in (["init", "-q"], ["config", "user.email", "t@example.org"],
                  ["config", "user.name", "t"]):
         subprocess.run(["git", "-C", str(tmp_path), *args], check=True)
-    (tmp_path / "edit.py").write_text("x = 1\n")
+    (tmp_path / "flows").mkdir()
+    (tmp_path / "flows" / "edit.py").write_text("x = 1\n")
+    (tmp_path / ".gitignore").write_text("out*/\n")
     monkeypatch.setenv("SEARCHEVAL_PROJECT", str(tmp_path))
     subprocess.run(["git", "-C", str(tmp_path), "add", "."], check=True)
     subprocess.run(["git", "-C", str(tmp_path), "commit", "-qm", "c"], check=True)
-    (tmp_path / "edit.py").write_text("x = 2\n")
+    (tmp_path / "nohup.out").write_text("a worker's output\n")
+    options = dict(fixtures=str(ROOT / "fixtures"), no_baseline=True,
+                   configurations=["bm25"], configurations_file=str(ROOT / "configurations.yaml"),
+                   allow_dirty=False, return_state=True)
+    clean = nightly(output=str(tmp_path / "out-clean"), **options)
+    assert clean.is_completed(), clean.message
+    (tmp_path / "flows" / "edit.py").write_text("x = 2\n")
     out = tmp_path / "out"
-    state = nightly(fixtures=str(ROOT / "fixtures"), no_baseline=True, output=str(out),
-                    configurations_file=str(ROOT / "configurations.yaml"),
-                    allow_dirty=False, return_state=True)
+    state = nightly(output=str(out), **options)
     exc = state.result(raise_on_failure=False)
     assert isinstance(exc, InputError)
-    assert [p.field for p in getattr(exc, "problems", [exc])] == ["allow_dirty"]
+    problems = getattr(exc, "problems", [exc])
+    assert [p.field for p in problems] == ["allow_dirty"]
+    assert "the run reads: flows/edit.py (diff sha256" in problems[0].message
+    assert "nohup.out" not in problems[0].message
     assert not out.exists()
 
 

@@ -79,3 +79,52 @@ def test_the_record_holds_versions_model_dataset_and_tags():
     assert record["dataset"]["sha256"] == hashlib.sha256(
         json.dumps(inputs, sort_keys=True).encode()).hexdigest()
     assert tags(record) == ["config:fused@ffffffff", "commit:cccccccccc", "dirty"]
+
+
+def test_only_changes_to_what_the_run_reads_are_dirt(repo):
+    """A stray untracked file (nohup.out), an edited README or an edited cron in
+    deploy/prefect.yaml leave a run's inputs as committed: the tree is not dirty for the run.
+    An edit under an input is, and the refusal names it."""
+    (repo / "fixtures").mkdir()
+    (repo / "fixtures" / "judgments.csv").write_text("q,d,1\n")
+    (repo / "deploy").mkdir()
+    (repo / "deploy" / "prefect.yaml").write_text("cron: '0 3 * * *'\n")
+    git(repo, "add", ".")
+    git(repo, "commit", "-qm", "inputs")
+    inputs = [repo / "fixtures", repo / "configurations.yaml"]  # one missing: still an input
+    (repo / "nohup.out").write_text("a worker's output\n")
+    (repo / "deploy" / "prefect.yaml").write_text("cron: '*/5 * * * *'\n")
+    (repo / "a.txt").write_text("edited\n")
+    state = code_state(repo, inputs)
+    assert (state["dirty"], state["changed"], state["other_changes"]) == (False, [], 3)
+    refuse_dirty(state)  # nothing to refuse
+    assert code_state(repo)["dirty"] is True  # without inputs every change counts
+
+    (repo / "fixtures" / "judgments.csv").write_text("q,d,2\n")
+    (repo / "configurations.yaml").write_text("run: [bm25]\n")  # an untracked input counts
+    state = code_state(repo, inputs)
+    assert state["dirty"] is True
+    assert state["changed"] == ["configurations.yaml", "fixtures/judgments.csv"]
+    assert state["other_changes"] == 3
+    with pytest.raises(InputError) as err:
+        refuse_dirty(state)
+    assert "configurations.yaml, fixtures/judgments.csv (diff sha256" in err.value.message
+
+
+def test_the_refusal_lists_five_changed_files_then_how_many_more(repo):
+    (repo / "data").mkdir()
+    for i in range(8):
+        (repo / "data" / f"f{i}.csv").write_text(f"{i}\n")
+    state = code_state(repo, [repo / "data"])
+    assert len(state["changed"]) == 8
+    with pytest.raises(InputError) as err:
+        refuse_dirty(state)
+    named = ", ".join(f"data/f{i}.csv" for i in range(5))
+    assert f"reads: {named} and {8 - 5} more (diff sha256" in err.value.message
+
+
+def test_a_rename_counts_both_paths(repo):
+    (repo / "data").mkdir()
+    git(repo, "mv", "a.txt", "data/a.txt")
+    state = code_state(repo, [repo / "a.txt"])
+    assert state["changed"] == ["a.txt"] and state["other_changes"] == 1
