@@ -32,7 +32,7 @@ QUERIES = [Query(q, q, "c") for q in ("q1", "q2", "q3", "q4")]
 QRELS = {q.id: {f"rel-{q.id}": 1} for q in QUERIES}
 
 
-def scores(ranks: dict[str, int], failed: tuple[str, ...] = ()):
+def scores(ranks: dict[str, int], failed: tuple[str, ...] = (), queries=QUERIES):
     """Each query's relevant document at `ranks[q]`; `failed` queries are errors of the run."""
     results = {}
     for qid, rank in ranks.items():
@@ -40,7 +40,7 @@ def scores(ranks: dict[str, int], failed: tuple[str, ...] = ()):
         results[qid] = [(d, float(10 - i)) for i, d in enumerate(docs)]
     run = RankedRun("served", {q: r for q, r in results.items() if q not in failed},
                     errors={q: {"cause": "HTTP 500", "attempts": 3} for q in failed})
-    return score_run(run, QRELS, QUERIES, ("mrr", "ndcg@10", "recall@20"))
+    return score_run(run, QRELS, queries, ("mrr", "ndcg@10", "recall@20"))
 
 
 def test_a_failed_query_is_left_out_of_both_sides_of_the_gate():
@@ -188,3 +188,44 @@ def test_a_candidate_beside_the_served_one_is_compared_on_the_queries_both_answe
     assert side["means"]["mrr"]["candidate"] == pytest.approx((1 / 2 + 1 + 1) / 3)
     assert side["queries"] == 3 and side["same_queries"] is False
     assert candidate_lines(side)[0].endswith("(over the 3 queries both answered)")
+
+
+def test_queries_only_one_side_has_are_named_for_the_side_that_has_them():
+    """`run_only`: queries this run scored that the baseline lacks; `baseline_only`: the
+    reverse. The baseline here scored q1..q3, the run q1..q4 (q4 is new)."""
+    three = QUERIES[:3]
+    baseline = baseline_from_scores(scores({"q1": 1, "q2": 2, "q3": 4}, queries=three),
+                                    run_id="r0", model=None)
+    result = check_gate(baseline, scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}), tolerance=0.0)
+    queries = result.like_with_like["queries"]
+    assert (queries["run_only"], queries["baseline_only"], queries["compared"]) == (1, 0, 3)
+    assert like_with_like_lines(result.like_with_like) == [
+        "the baseline lacks 1 of this run's queries: compared over the 3 both answered"]
+    # the other way round: a baseline of four queries, a run (no failure) of three
+    wider = baseline_from_scores(scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}), run_id="r0",
+                                 model=None)
+    result = check_gate(wider, scores({"q1": 1, "q2": 2, "q3": 4}, queries=three),
+                        tolerance=0.0)
+    queries = result.like_with_like["queries"]
+    assert (queries["run_only"], queries["baseline_only"], queries["compared"]) == (0, 1, 3)
+    assert like_with_like_lines(result.like_with_like) == [
+        "this run lacks 1 of the baseline's queries: compared over the 3 both answered"]
+
+
+def test_which_judgments_count_is_a_project_setting_too(tmp_path):
+    from searcheval.project import load_project, resolve_run
+
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  d:\n    dataset: data\n    judgment_sources: [human]\n")
+    project = load_project(tmp_path / "searcheval.yaml")
+    resolved = resolve_run({}, project=project)
+    assert resolved.values["judgment_sources"] == ("human",)
+    where = resolved.sources["judgment_sources"]
+    assert where == f"project setting datasets.d.judgment_sources in {tmp_path / 'searcheval.yaml'}"
+    fixtures = load_collection(fixtures=ROOT / "fixtures")
+    assert counted_sources(fixtures, ("human",), where) == (("human",), where)
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  d:\n    dataset: data\n    judgment_sources: clicks\n")
+    with pytest.raises(InputError) as error:
+        load_project(tmp_path / "searcheval.yaml")
+    assert error.value.field == "datasets.d.judgment_sources"
