@@ -24,7 +24,8 @@ from searcheval.io.settings import check_judgment_sources, settings_from
 from searcheval.judging.source import counted_sources
 from searcheval.metrics.scoring import score_run
 from searcheval.rankers.configs import FAIL_FAST_AFTER, load_configurations
-from searcheval.rankers.http import Breaker, endpoint, transport_cause
+from searcheval.rankers.breaker import Breaker
+from searcheval.rankers.http import endpoint, transport_cause
 from searcheval.types import Query, RankedRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -229,3 +230,28 @@ def test_which_judgments_count_is_a_project_setting_too(tmp_path):
     with pytest.raises(InputError) as error:
         load_project(tmp_path / "searcheval.yaml")
     assert error.value.field == "datasets.d.judgment_sources"
+
+
+def test_a_python_ranker_that_raises_every_time_is_asked_only_fail_fast_after_times(tmp_path):
+    from searcheval.rankers.python import run_python
+
+    (tmp_path / "raising_ranker.py").write_text(
+        "calls = []\n"
+        "def retrieve(query, k):\n"
+        "    calls.append(query.id)\n"
+        "    raise ConnectionError('vector store unreachable')\n")
+    configurations = tmp_path / "configurations.yaml"
+    configurations.write_text(
+        "configurations:\n  mine:\n    kind: python\n    served: true\n    fail_fast_after: 2\n"
+        f"    params: {{callable: 'raising_ranker:retrieve', python_path: '{tmp_path}'}}\n")
+    configuration = load_configurations(configurations)["mine"]
+    run = run_python(configuration, None, QUERIES, None, 10)
+    import raising_ranker
+
+    assert raising_ranker.calls == ["q1", "q2"]  # one call at a time (concurrency 1)
+    assert run.results == {} and set(run.errors) == {"q1", "q2", "q3", "q4"}
+    assert run.errors["q1"] == {"cause": "ConnectionError: vector store unreachable",
+                                "attempts": 1}
+    assert run.errors["q3"] == {"cause": "not sent: the ranker looks down (2 queries failed in a "
+                                         "row, none answered; first: ConnectionError: vector "
+                                         "store unreachable)", "attempts": 0, "not_sent": True}
