@@ -257,8 +257,9 @@ def add_run(sub) -> None:
                         f"the project's setting, else {defaults.JUDGMENT_RULE})")
     p.add_argument("--judgment-sources", metavar="dataset|all|SOURCES",
                    help="which judgments count: dataset (the dataset's own qrels only), all, or "
-                        "sources counted beside them, e.g. human,model (default: the dataset's "
-                        "setting, else dataset for BEIR qrels and WANDS labels, all otherwise)")
+                        "sources counted beside them, e.g. human,model (default: the project's "
+                        "setting, else the dataset folder's, else dataset for BEIR qrels and "
+                        "WANDS labels, all otherwise)")
     p.add_argument("--agreement-floor", type=float,
                    help="Krippendorff's alpha between judges below which the run alerts "
                         f"(default: the project's setting, else {defaults.AGREEMENT_FLOOR})")

@@ -255,3 +255,15 @@ def test_a_python_ranker_that_raises_every_time_is_asked_only_fail_fast_after_ti
     assert run.errors["q3"] == {"cause": "not sent: the ranker looks down (2 queries failed in a "
                                          "row, none answered; first: ConnectionError: vector "
                                          "store unreachable)", "attempts": 0, "not_sent": True}
+
+
+def test_the_console_stars_a_mean_over_fewer_queries_and_says_why():
+    from searcheval.evaluation.report import EvaluationResult, console_table
+
+    partial = scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}, failed=("q3",))
+    result = EvaluationResult(run_id="r1", started_at=None, finished_at=None, source="s",
+                              input_hashes={}, model=None, scores={"served": partial}, gate=None)
+    lines = console_table(result).splitlines()
+    row = lines[1].split()
+    assert row[0] == "served" and all(cell.endswith("*") for cell in row[1:4]), lines
+    assert "  * served: 1 query failed: means over 3 of 4" in lines
