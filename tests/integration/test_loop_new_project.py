@@ -266,6 +266,8 @@ def test_03_the_first_baseline_goes_into_the_file_the_settings_name(loop):
     baseline = json.loads((project / "baselines" / "cranfield.json").read_text())
     assert (baseline["configuration"], baseline["dataset"], baseline["from_run"]) == \
         ("engine", "cranfield", loop["runs"]["first"])
+    assert baseline["model"] is None  # the engine read no vectors: no model is named
+    assert "~ model" not in update.stdout
     loop["baseline"] = baseline
 
 
@@ -479,13 +481,23 @@ def test_11_history_and_diff_show_the_loop(loop):
     history = cli(loop, "history")
     rows = history.stdout.splitlines()
     assert rows[0].split()[:5] == ["run", "started", "(UTC)", "dataset", "configuration"]
-    body = rows[1:-1]
     labels = ["first", "top2", "nightly-2", "partial", "down"]
-    assert len(body) == len(labels), history.stdout
+    body = rows[1:1 + len(labels)]
+    runs = loop["runs"]
+    assert [row.split()[0] for row in body] == [runs["first"], runs["candidate"],
+                                               runs["nightly-2"], runs["partial"], runs["down"]]
     for row, label in zip(body, labels):
         assert row.split()[3:5] == ["cranfield", "engine"], row
         assert label in row.split(), row
-    assert "incomplete" in body[-1], history.stdout
+    assert body[1].endswith("candidate:engine-top2, baseline updated before")
+    assert [row.split()[8] for row in body] == ["-", "TRIPPED", "passed", "passed", "-"]
+    assert all(cell.endswith("*") for cell in body[3].split()[5:8])  # the partial run
+    assert body[4].split()[5:8] == ["-", "-", "-"] and body[4].endswith("incomplete")
+    assert rows[1 + len(labels):] == [
+        f"* {runs['partial']}: 1 query failed: means over {QUERIES - 1} of {QUERIES}",
+        f"* {runs['down']}: all {QUERIES} queries failed: no mean",
+        "(each run's served configuration, 5 runs, oldest first; * a mean over the queries "
+        "answered, not over all)"]
     diff = cli(loop, "diff", loop["runs"]["nightly-2"], loop["runs"]["partial"])
     qid = loop["failed_query"]
     assert "1 failed on a side: not answered, not compared" in diff.stdout, diff.stdout[:3000]
