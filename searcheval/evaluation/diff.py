@@ -233,8 +233,9 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
             "abstained": {"a": None if a.pruned or failed["a"] else not la,
                           "b": None if b.pruned or failed["b"] else not lb},
             "failed": failed,
-            "entered": [d for d in top_b if d not in top_a],
-            "left": [d for d in top_a if d not in top_b],
+            # a side that failed has no list: nothing entered or left its top k
+            "entered": [] if any(failed.values()) else [d for d in top_b if d not in top_a],
+            "left": [] if any(failed.values()) else [d for d in top_a if d not in top_b],
         })
     rows.sort(key=lambda r: (r["delta"] is None, r["delta"] if r["delta"] is not None else 0.0,
                              r["query_id"]))

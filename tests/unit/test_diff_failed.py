@@ -23,6 +23,7 @@ def test_a_failed_query_is_failed_not_abstained_and_an_empty_answer_is_abstained
     assert rows["q2"]["status"] == "failed"
     assert rows["q2"]["failed"] == {"a": None, "b": "HTTP 500 after 2 attempts"}
     assert rows["q2"]["abstained"] == {"a": False, "b": None}
+    assert rows["q2"]["left"] == [] == rows["q2"]["entered"]  # B has no list: nothing left it
     assert rows["q3"]["abstained"] == {"a": False, "b": True} and rows["q3"]["status"] == "worse"
     assert diff["counts"]["failed"] == 1
     assert diff["headline"] == ("1 worse, 0 better, 1 unchanged of 3 (1 failed on a side: not "
