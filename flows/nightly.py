@@ -252,7 +252,8 @@ def evaluate(request: RunRequest, run_id: str, *, judgment_sources, output: str 
         judged = t.judged_documents(opaque(plan.collection)) if plan.looks_up else set()
         looked = t.look_up_judged(plan.selected, plan.served, judged)
         collection, effective = t.judgments(opaque(plan.collection), r.judgment_rule,
-                                            r.max_age_days, looked.observed(), judgment_sources)
+                                            r.max_age_days, looked.observed(), r.judgment_sources,
+                                            (r.sources or {}).get("judgment_sources"))
         report = compose.checked_judgments(
             plan, t.validate(opaque(collection), r.max_age_days, r.min_per_category),
             collection, effective)

@@ -14,6 +14,8 @@
         coverage_floor: 0.05        # judged share of the top coverage_k below which a run alerts
         coverage_k: 10
         judgment_rule: judge:dataset   # its own qrels only; median | majority | judge:NAME
+        judgment_sources: all       # which grades count: dataset (its own qrels only), all, or
+                                    #   its own plus human, import, model (a list)
         guideline: guideline.md     # the judging guideline the rating page shows (versioned)
         grade_labels: {0: not relevant, 1: relevant}
         schedule: {cron: "0 3 * * *", timezone: UTC}   # a nightly deployment of this dataset
@@ -54,7 +56,7 @@ CONVENTIONS = ("gain", "relevance_level", "no_relevant", "grade_scale", "grade_m
 #: the keys of a dataset entry that are run options (flow parameters of the same names)
 RUN_KEYS = ("split", "max_queries", "configurations_file", "baseline", "output", "depth",
             "coverage_floor", "coverage_k", "tolerance", "min_per_category", "agreement_floor",
-            "max_age_days", "judgment_rule", "alert_block", *CONVENTIONS)
+            "max_age_days", "judgment_rule", "judgment_sources", "alert_block", *CONVENTIONS)
 ENTRY_KEYS = (*LOCATIONS, *RUN_KEYS, "served", "guideline", "grade_labels", "schedule")
 SCHEDULE_KEYS = ("cron", "timezone", "active")
 PARAMETER = "run parameter"
@@ -259,6 +261,10 @@ def check_entry_value(key: str, value: Any, *, file: Path | None, field: str) ->
         except InputError as exc:
             raise InputError(exc.message, file=file, field=field) from None
         return value.strip()
+    if key == "judgment_sources":
+        from searcheval.io.settings import check_judgment_sources
+
+        return check_judgment_sources(value, file=file, field=field)
     if key == "grade_labels":
         if not isinstance(value, dict) or not value or not all(
                 isinstance(g, int) and not isinstance(g, bool) and g >= 0 for g in value):
@@ -452,6 +458,8 @@ def init_text(*, project: str, dataset_name: str, location: str, path: str,
     else:
         lines.append("    # judgment_rule: judge:dataset   # the dataset's own qrels only; "
                      "median | majority | judge:NAME")
+    lines.append("    # judgment_sources: all   # which grades count: dataset (its own qrels only; "
+                 "a BEIR default), all, or [human, import]")
     lines.append(f"    guideline: {guideline}" if guideline
                  else "    # guideline: guideline.md         # shown on the rating page")
     lines.append("    # grade_labels: {0: not relevant, 1: relevant}")
@@ -481,7 +489,8 @@ RUN_DEFAULTS: dict[str, Any] = {
     "coverage_k": defaults.COVERAGE_K, "tolerance": None,
     "min_per_category": defaults.MIN_PER_CATEGORY, "agreement_floor": defaults.AGREEMENT_FLOOR,
     "max_age_days": defaults.MAX_AGE_DAYS, "judgment_rule": defaults.JUDGMENT_RULE,
-    "alert_block": None, "gain": None, "relevance_level": None, "no_relevant": None,
+    "judgment_sources": None, "alert_block": None, "gain": None, "relevance_level": None,
+    "no_relevant": None,
     "grade_scale": None, "grade_map": None,
 }
 

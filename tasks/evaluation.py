@@ -139,14 +139,16 @@ def look_up_results(looked: Lookups, runs: dict[str, RankedRun],
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def judgments(collection: Collection, rule: str, max_age_days: int | None,
               observed: Observed | None = None,
-              sources: str | list[str] | None = None) -> tuple[Collection, Effective]:
+              sources: str | list[str] | None = None,
+              sources_from: str | None = None) -> tuple[Collection, Effective]:
     """The collection with its effective judgments: the stored rows that count (`sources`: the
-    run parameter judgment_sources, else the dataset's setting) plus the dataset's file (read
+    run parameter or the project's setting, `sources_from` saying which; else the dataset
+    folder's setting) plus the dataset's file (read
     only: the seed is written by `seed_judgments` once the inputs are accepted), and what this
     run's document lookups `observed` (staleness without a catalog)."""
     from searcheval.judging.source import counted_sources
 
-    counted, counted_from = counted_sources(collection, sources)
+    counted, counted_from = counted_sources(collection, sources, sources_from)
     with open_database() as conn:
         return preview_judgments(conn, collection, parse_rule(rule), max_age_days=max_age_days,
                                  observed=observed, counted=counted, counted_from=counted_from)

@@ -161,8 +161,8 @@ def add_judgment_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judgment-sources", metavar="dataset|all|SOURCES",
         help="which judgments count: dataset (the dataset's own qrels only), all, or sources "
-             "counted beside them, e.g. human,model (default: the dataset's setting, else "
-             "dataset for BEIR qrels and WANDS labels, all otherwise)")
+             "counted beside them, e.g. human,model (default: the project's setting, else the "
+             "dataset folder's, else dataset for BEIR qrels and WANDS labels, all otherwise)")
 
 
 def add_database_url(parser: argparse.ArgumentParser, what: str = "Postgres with pgvector") -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import shlex
 from pathlib import Path
 
 from searcheval import defaults
@@ -96,8 +97,11 @@ def cmd_init(args: argparse.Namespace) -> int:
     wrote.append(target)
     for path in wrote:
         print(f"wrote {path}")
+    # the first run of a project is NOT GATED by itself (no baseline yet) and says how to make
+    # the first one: no flag is needed
+    go = "" if folder == Path.cwd().resolve() else f"cd {shlex.quote(str(folder))} && "
     print(f"project {project}: dataset {name} ({location} {data}), served {served}; "
-          f"next: cd {folder} && searcheval run --no-baseline")
+          f"next: {go}searcheval run")
     return EXIT_OK
 
 

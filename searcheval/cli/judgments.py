@@ -35,13 +35,26 @@ def _entry_value(args, name: str, default):
     return resolved.values[name]
 
 
-def _effective(conn, collection, args):
+def _effective(conn, collection, args, *, as_the_run_counts: bool = False):
+    """The effective judgments. `as_the_run_counts`: only the sources a run counts (the project's
+    `judgment_sources`, else the dataset's setting or default), as `judgments export` shows them;
+    otherwise every stored grade (the pool leaves out pairs anyone graded, agreement compares
+    every judge)."""
     from searcheval.judging.judgments import parse_rule
-    from searcheval.judging.source import preview_judgments
+    from searcheval.judging.source import counted_sources, preview_judgments
 
     rule = args.rule or _entry_value(args, "judgment_rule", defaults.JUDGMENT_RULE)
+    counted, counted_from = "all", "default"
+    if as_the_run_counts:
+        from searcheval.cli.common import resolve_args
+
+        resolved = resolve_args(args, {"judgment_sources": None})
+        counted, counted_from = counted_sources(collection,
+                                                resolved.values["judgment_sources"],
+                                                resolved.sources.get("judgment_sources"))
     return preview_judgments(conn, collection, parse_rule(rule),
-                             max_age_days=args.max_age_days)
+                             max_age_days=args.max_age_days, counted=counted,
+                             counted_from=counted_from)
 
 
 def _write(text: str, target: Path | None) -> None:
@@ -93,7 +106,7 @@ def cmd_export(args: argparse.Namespace) -> int:
                                               include_seed=False)
             text = export_rows(seed_rows(collection) + stored, args.format)
         else:
-            _, effective = _effective(conn, collection, args)
+            _, effective = _effective(conn, collection, args, as_the_run_counts=True)
             text = export_effective(effective, args.format)
     _write(text, args.output)
     return EXIT_OK

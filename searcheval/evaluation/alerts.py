@@ -86,7 +86,8 @@ def incomplete_summary(name: str, f: dict) -> str:
     if f.get("down"):
         where = f" at {f['endpoint']}" if f.get("endpoint") else ""
         not_sent = f", {f['not_sent']} not sent" if f.get("not_sent") else ""
-        return (f"{name}: the service{where} is down ({error['cause']}): all {f['queries']} "
+        backend = "the service" if f.get("kind", "http") == "http" else f"the {f['kind']} ranker"
+        return (f"{name}: {backend}{where} is down ({error['cause']}): all {f['queries']} "
                 f"queries failed{not_sent}")
     return (f"{name}: {f['failed']} of {f['queries']} queries failed (allowed {f['allowed']}); "
             f"first: query {qid!r}: {error['cause']}")

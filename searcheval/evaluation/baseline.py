@@ -366,7 +366,7 @@ def diff_baselines(old: Baseline | None, new: Baseline) -> list[str]:
             lines.append(f"~ {metric}: {before:.4f} -> {after:.4f} ({after - before:+.4f})")
     if old is None or old.from_run != new.from_run:
         lines.append(f"~ from_run: {old.from_run if old else None} -> {new.from_run}")
-    if old is None or old.model != new.model:
+    if (old.model if old else None) != new.model:  # a run that used no model names none
         lines.append(f"~ model: {old.model if old else None} -> {new.model}")
     if old is None or old.dataset != new.dataset:
         lines.append(f"~ dataset: {old.dataset if old else None} -> {new.dataset}")

@@ -60,6 +60,7 @@ class Side:
     pruned: bool = False
     name: str = ""  # how it was asked for ("previous", a run id)
     documents: dict[str, dict] = field(default_factory=dict)  # doc id -> {title, text, ...}
+    failed: dict[str, str] = field(default_factory=dict)  # query id -> the cause: not answered
 
     @property
     def title(self) -> str:
@@ -164,13 +165,18 @@ def _load_side(conn: psycopg.Connection, spec: str, *, configuration: str | None
     for name in [conf, *sorted(set(looked_up) - {conf})]:
         for doc_id, d in (looked_up.get(name) or {}).items():
             shown.setdefault(doc_id, d)
+    # the queries this configuration failed (the engine's error, not sent): never abstentions
+    errors = (((summary.get("failures") or {}).get("configurations") or {}).get(conf) or {}) \
+        .get("errors") or {}
+    failed = {qid: str((e or {}).get("cause") or "failed") for qid, e in errors.items()}
     return Side(run_id=row["run_id"], configuration=conf, dataset=row.get("dataset"),
                 started_at=row.get("started_at"), label=row.get("label"),
                 lists=snapshots.load_ranked_results(conn, row["run_id"], conf), values=values,
                 queries=queries,
                 relevance_level=int(conventions.get("relevance_level") or RELEVANCE_LEVEL),
                 pruned=row.get("snapshot_pruned_at") is not None
-                or row.get("snapshot_depth") is None, name=spec, documents=shown)
+                or row.get("snapshot_depth") is None, name=spec, documents=shown,
+                failed=failed)
 
 
 def _first_relevant(docs, level: int) -> int | None:
@@ -197,7 +203,8 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"expected k >= 1, got {k!r}", field="k")
     shown = list(dict.fromkeys([metric, *metrics]))
-    qids = sorted(set(a.queries) | set(b.queries) | set(a.values) | set(b.values))
+    qids = sorted(set(a.queries) | set(b.queries) | set(a.values) | set(b.values)
+                  | set(a.failed) | set(b.failed))
     rows = []
     for qid in qids:
         la, lb = a.lists.get(qid, []), b.lists.get(qid, [])
@@ -208,7 +215,9 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
             values[m] = {"before": before, "after": after,
                          "delta": None if before is None or after is None else after - before}
         delta = values[metric]["delta"]
-        status = ("not compared" if delta is None else "worse" if delta < -EPSILON
+        failed = {"a": a.failed.get(qid), "b": b.failed.get(qid)}
+        status = ("failed" if failed["a"] or failed["b"] else
+                  "not compared" if delta is None else "worse" if delta < -EPSILON
                   else "better" if delta > EPSILON else "unchanged")
         top_a = [d for d, _, _ in la[:k]]
         top_b = [d for d, _, _ in lb[:k]]
@@ -220,19 +229,25 @@ def diff_sides(a: Side, b: Side, *, metric: str = DIFF_METRIC, k: int = DIFF_TOP
             "b": [_entry(r, d, s, g, b) for r, (d, s, g) in enumerate(lb[:k], start=1)],
             "first_relevant": {"a": _first_relevant(la, a.relevance_level),
                                "b": _first_relevant(lb, b.relevance_level)},
-            # a side without stored lists (pruned) cannot say whether it abstained
-            "abstained": {"a": None if a.pruned else not la, "b": None if b.pruned else not lb},
-            "entered": [d for d in top_b if d not in top_a],
-            "left": [d for d in top_a if d not in top_b],
+            # a side without stored lists (pruned) cannot say whether it abstained; a query the
+            # engine failed was not answered at all: not an abstention (`failed` says why)
+            "abstained": {"a": None if a.pruned or failed["a"] else not la,
+                          "b": None if b.pruned or failed["b"] else not lb},
+            "failed": failed,
+            # a side that failed has no list: nothing entered or left its top k
+            "entered": [] if any(failed.values()) else [d for d in top_b if d not in top_a],
+            "left": [] if any(failed.values()) else [d for d in top_a if d not in top_b],
         })
     rows.sort(key=lambda r: (r["delta"] is None, r["delta"] if r["delta"] is not None else 0.0,
                              r["query_id"]))
     counts = {s: sum(r["status"] == s for r in rows)
-              for s in ("worse", "better", "unchanged", "not compared")}
+              for s in ("worse", "better", "unchanged", "not compared", "failed")}
     headline = (f"{counts['worse']} worse, {counts['better']} better, {counts['unchanged']} "
                 f"unchanged of {len(rows)}")
     if counts["not compared"]:
         headline += f" ({counts['not compared']} not compared: {metric} missing on a side)"
+    if counts["failed"]:
+        headline += f" ({counts['failed']} failed on a side: not answered, not compared)"
     notes = []
     for side, label in ((a, "A"), (b, "B")):
         if side.pruned:
@@ -277,7 +292,9 @@ def _cell(text) -> str:
     return md(text or "")
 
 
-def _yes(value: bool | None) -> str:
+def _yes(value: bool | None, failed: str | None = None) -> str:
+    if failed:
+        return "failed"
     return "-" if value is None else "yes" if value else "no"
 
 
@@ -309,10 +326,11 @@ def diff_markdown(diff: dict, *, limit: int | None = None) -> str:
     for q in diff["queries"]:
         cells = [f"{_fmt(q['metrics'][m]['before'])} -> {_fmt(q['metrics'][m]['after'])} "
                  f"({_signed(q['metrics'][m]['delta'])})" for m in diff["metrics"]]
-        fr, ab = q["first_relevant"], q["abstained"]
+        fr, ab, fa = q["first_relevant"], q["abstained"], q.get("failed") or {}
         w(f"| {_cell(q['query_id'])} | {_cell(q['text'])} | {_cell(q['category'])} | "
           + " | ".join(cells)
-          + f" | {fr['a'] or '-'} / {fr['b'] or '-'} | {_yes(ab['a'])} / {_yes(ab['b'])} "
+          + f" | {fr['a'] or '-'} / {fr['b'] or '-'} | {_yes(ab['a'], fa.get('a'))} / "
+          f"{_yes(ab['b'], fa.get('b'))} "
           f"| {q['status']} |\n")
     shown = [q for q in diff["queries"] if q["status"] != "unchanged" or q["entered"]
              or q["left"]]
@@ -324,6 +342,10 @@ def diff_markdown(diff: dict, *, limit: int | None = None) -> str:
         if q["abstained"]["a"] or q["abstained"]["b"]:
             who = " and ".join(s for s in ("A", "B") if q["abstained"][s.lower()])
             w(f"- abstained: {who} returned nothing\n")
+        for side in ("A", "B"):
+            cause = (q.get("failed") or {}).get(side.lower())
+            if cause:
+                w(f"- failed: {side} was not answered ({_cell(cause)})\n")
         w(f"- entered the top {diff['k']}: {', '.join(map(_cell, q['entered'])) or '-'}\n")
         w(f"- left the top {diff['k']}: {', '.join(map(_cell, q['left'])) or '-'}\n\n")
         w("| rank | A | B |\n|---|---|---|\n")

@@ -190,8 +190,11 @@ def like_with_like_lines(like: dict, console: bool = False) -> list[str]:
         lines.append(f"{queries['failed']} quer{'y' if queries['failed'] == 1 else 'ies'} "
                      f"failed: the gate compares means over the {queries['compared']} queries "
                      "both sides answered")
+    elif queries.get("run_only"):
+        lines.append(f"the baseline lacks {queries['run_only']} of this run's queries: "
+                     f"compared over the {queries['compared']} both answered")
     elif queries.get("baseline_only"):
-        lines.append(f"the baseline lacks {queries['baseline_only']} of this run's queries: "
+        lines.append(f"this run lacks {queries['baseline_only']} of the baseline's queries: "
                      f"compared over the {queries['compared']} both answered")
     rescored = like.get("baseline") or {}
     changed = judgment_changes_line(rescored.get("judgments") or {})
@@ -219,8 +222,8 @@ def _query_comparison(baseline: Baseline, scores: ConfigurationScores) -> dict:
     now = set(scores.evaluation.query_ids)
     then = set(baseline.per_query)
     both = now & then
-    return {"compared": len(both), "failed": failed, "baseline_only": len(now - then),
-            "run_only": len(then - now), "paired": both != now or both != then}
+    return {"compared": len(both), "failed": failed, "run_only": len(now - then),
+            "baseline_only": len(then - now), "paired": both != now or both != then}
 
 
 def check_gate(baseline: Baseline, scores: ConfigurationScores, *,

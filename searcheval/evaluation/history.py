@@ -121,11 +121,13 @@ def history_table(runs: list[dict], configuration: str | None = None) -> str:
         starred = "incomplete" in marks or bool(r.get("failed"))  # a mean over fewer queries
         if r.get("failed"):
             n = r.get("queries") or 0
-            partial.append(f"* {r['run_id']}: {r['failed']} quer"
+            partial.append(f"* {r['run_id']}: all {n} queries failed: no mean"
+                           if n and r["failed"] >= n else
+                           f"* {r['run_id']}: {r['failed']} quer"
                            f"{'y' if r['failed'] == 1 else 'ies'} failed: means over "
                            f"{n - r['failed']} of {n}")
-        values = "".join(f"{_fmt(r['metrics'].get(m)) + ('*' if starred else ''):<11}"
-                         for m in HISTORY_METRICS)
+        cells = [_fmt(r["metrics"].get(m)) for m in HISTORY_METRICS]  # no mean: "-", unstarred
+        values = "".join(f"{c + ('*' if starred and c != '-' else ''):<11}" for c in cells)
         lines.append((f"{r['run_id']:<26}{r['started_at']:%Y-%m-%d %H:%M}  "
                       + f"{(r.get('dataset') or '-')[:13]:<14}"
                       + f"{(r.get('configuration') or '-')[:14]:<15}" + values
@@ -279,7 +281,9 @@ def baseline_from_run(run_id: str, previous: Baseline | None, url: str | None = 
     p.conventions = {**_conventions(summary.get("conventions")),
                      "metrics": sorted(m for m in GATED_METRICS if m in means)}
     baseline = baseline_from_values(configuration, means, per_query, run_id=run_id,
-                                    model=runs[0]["model"], previous=previous, provenance=p)
+                                    model=_model_used(runs[0]["model"],
+                                                      summary.get("embeddings")),
+                                    previous=previous, provenance=p)
     return RunForBaseline(baseline, row.get("gate_passed"), p.dataset,
                           *_failures(summary, configuration))
 
@@ -320,10 +324,19 @@ def baseline_from_output(directory: str | Path, previous: Baseline | None, *,
                      "metrics": sorted(m for m in GATED_METRICS if m in conf["means"])}
     baseline = baseline_from_values(configuration, conf["means"], per_query,
                                     run_id=doc["run_id"],
-                                    model=(doc.get("embeddings") or {}).get("model"),
+                                    model=_model_used((doc.get("embeddings") or {}).get("model"),
+                                                      doc.get("embeddings")),
                                     previous=previous, provenance=p)
     return RunForBaseline(baseline, (doc.get("gate") or {}).get("passed"), p.dataset,
                           *_failures(doc, configuration))
+
+
+def _model_used(model: str | None, embeddings: dict | None) -> str | None:
+    """The run's embedding model when some configuration read vectors (embedded texts or cached
+    ones), else None: a baseline of a run that used no model names none (as its report does)."""
+    stats = embeddings or {}
+    used = stats.get("embedded") or stats.get("from_cache") or stats.get("documents")
+    return model if used else None
 
 
 def _failures(summary: dict, configuration: str) -> tuple[dict | None, bool]:

@@ -602,6 +602,8 @@ def failures_of(runs: dict[str, RankedRun], configurations: list[Configuration],
                  "not_sent": sum(1 for e in run.errors.values() if e.get("not_sent")),
                  # down: it answered no query at all (unreachable, refusing, timing out)
                  "down": bool(queries) and len(run.errors) >= queries and not run.results}
+        if name in by_name:
+            entry["kind"] = by_name[name].kind
         if name in by_name and by_name[name].kind == "http":
             from searcheval.rankers.http import endpoint
 

@@ -232,7 +232,10 @@ def console_table(result: EvaluationResult) -> str:
         + f"{'p95 ms':<8}"
     lines = [header.rstrip()]
     for name, s in result.scores.items():
-        line = f"{name:<{width}}" + "".join(f"{_fmt(s.means.get(m)):<11}" for _, m in TABLE_METRICS)
+        # a mean over fewer queries than asked is starred, as in the report, and said below
+        star = "*" if s.incomplete_means else ""
+        cells = [_fmt(s.means.get(m)) for _, m in TABLE_METRICS]
+        line = f"{name:<{width}}" + "".join(f"{c + (star if c != '-' else ''):<11}" for c in cells)
         line += f"{_fmt(s.latency_ms.get('p95'), 1):<8}"
         if result.gate is not None and name == result.gate.configuration:
             line += f"gate: {result.gate.verdict()} ({Path(result.gate.baseline_path or '-').name}, " \
@@ -240,7 +243,7 @@ def console_table(result: EvaluationResult) -> str:
         lines.append(line.rstrip())
     for name, s in result.scores.items():  # a mean over fewer queries is said to be one
         if s.incomplete_means:
-            lines.append(f"  {name}: {s.incomplete_means}")
+            lines.append(f"  * {name}: {s.incomplete_means}")
     if result.candidate:
         lines.extend(candidate_lines(result.candidate))
     if result.candidates:

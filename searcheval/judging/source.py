@@ -54,14 +54,16 @@ def seed_rows(collection: Collection):
 BENCHMARK_JUDGMENTS = ("qrels", "labels")
 
 
-def counted_sources(collection: Collection, given=None) -> tuple[str | tuple[str, ...], str]:
+def counted_sources(collection: Collection, given=None,
+                    given_from: str | None = None) -> tuple[str | tuple[str, ...], str]:
     """(which judgments count, where that came from): the run parameter, else the dataset's
     setting (`judgment_sources`), else `dataset` for a public benchmark's qrels or labels and
-    `all` for a team's own data (the fixtures' layout, a mapping)."""
+    `all` for a team's own data (the fixtures' layout, a mapping). `given_from` says where a
+    given value came from (a project setting), when not from the caller."""
     from searcheval.io.settings import check_judgment_sources
 
     if given is not None:
-        return check_judgment_sources(given), "run parameter judgment_sources"
+        return check_judgment_sources(given), given_from or "run parameter judgment_sources"
     declared = getattr(collection.settings, "judgment_sources", None)
     if declared is not None:
         return declared, f"dataset setting in {collection.settings.source}"

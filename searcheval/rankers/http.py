@@ -53,6 +53,7 @@ from typing import Any
 
 from searcheval.errors import InputError
 from searcheval.rankers.bounded import AnswerRefused, Bounds, bounded_client, read_json
+from searcheval.rankers.breaker import Breaker
 from searcheval.rankers.limits import Limits, limits_for
 from searcheval.rankers.params import Param
 from searcheval.rankers.registry import Kind, RunContext, register_kind
@@ -308,39 +309,6 @@ def transport_cause(exc: BaseException) -> str:
     if "name or service not known" in text or "nodename nor servname" in text:
         return "name not resolved"
     return f"connection error: {type(exc).__name__}"
-
-
-class Breaker:
-    """Fail fast when the backend is down: after `after` queries failed in a row with no answer
-    yet, the queries not yet sent are not sent (`fail_fast_after`; 0: never). Shared by the
-    threads of one shard."""
-
-    def __init__(self, after: int):
-        import threading
-
-        self.after = after
-        self.failed_in_a_row = 0
-        self.answered = 0
-        self.first_cause: str | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def open(self) -> bool:
-        return bool(self.after) and not self.answered and self.failed_in_a_row >= self.after
-
-    def record(self, failed: bool, cause: str | None = None) -> None:
-        with self._lock:
-            if failed:
-                self.failed_in_a_row += 1
-                self.first_cause = self.first_cause or cause
-            else:
-                self.answered += 1
-                self.failed_in_a_row = 0
-
-    def skipped(self) -> dict:
-        return {"cause": f"not sent: the service looks down ({self.failed_in_a_row} queries "
-                         f"failed in a row, none answered; first: {self.first_cause})",
-                "attempts": 0, "not_sent": True}
 
 
 def _retry_after(headers, fallback: float, ceiling: float) -> float:

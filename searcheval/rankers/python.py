@@ -12,7 +12,9 @@ The function is called as `function(query, k, **options)` with a `searcheval.Que
 `.text`, `.category`, `.filters`) and returns the ranked ids best first, `(id, score)` pairs, or a mapping {id: score}.
 LangChain, LlamaIndex or an in-house library plug in through a few lines of such a function. An
 exception or a malformed return is an error of that query (its cause: the exception's type and
-message), never an empty result.
+message), never an empty result. A function that fails `fail_fast_after` calls in a row (default
+3) before returning once is down: the other queries are not asked (`rankers.breaker`), and the
+run ends incomplete (exit 3) naming the configuration and the first cause.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from searcheval.errors import InputError
+from searcheval.rankers.breaker import Breaker
 from searcheval.rankers.params import Param
 from searcheval.rankers.registry import Kind, RunContext, register_kind
 from searcheval.types import Query, RankedRun
@@ -115,14 +118,21 @@ def run_python(configuration, context: RunContext, queries: Sequence[Query], que
 
     cpu = [0.0]
     lock = threading.Lock()
+    # a retriever that fails every call (its index missing, its backend down) fails fast, as an
+    # unreachable service does: after `fail_fast_after` failures in a row, none answered
+    breaker = Breaker(getattr(configuration, "fail_fast_after", 0), what="the ranker")
 
     def one(query: Query):
+        if breaker.open:
+            return query.id, None, None, breaker.skipped()
         started, thread_cpu = time.perf_counter(), time.thread_time()
         try:
-            return call(query, started)
+            answer = call(query, started)
         finally:
             with lock:
                 cpu[0] += time.thread_time() - thread_cpu
+        breaker.record(answer[3] is not None, (answer[3] or {}).get("cause"))
+        return answer
 
     def call(query: Query, started: float):
         try:

@@ -100,3 +100,47 @@ def test_a_service_that_never_answers_times_out_and_fails_fast(flow_env, tmp_pat
     assert seconds < 30
     assert "timeout after 2 s" in last and f"{url}/search" in last
     assert metrics["failures"]["configurations"]["native"]["not_sent"] >= 1
+
+
+BROKEN_RETRIEVER = '''
+from pathlib import Path
+
+CALLS = Path(__file__).with_name("calls.log")
+
+
+def retrieve(query, k):
+    with CALLS.open("a") as log:  # every call, so the test can count them
+        log.write(query.id + "\\n")
+    raise RuntimeError("index 'products-v2' not found")
+'''
+
+
+def test_a_python_ranker_that_raises_on_every_query_fails_fast_with_exit_3(flow_env, tmp_path):
+    """The `python` kind shares the http kind's breaker: a retriever that raises on every call is
+    called `fail_fast_after` (3) times, one at a time (concurrency 1), the 12 other queries of
+    the 15 are not asked, and the run ends incomplete with exit 3 and one line naming the
+    configuration and the cause."""
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "broken_retriever.py").write_text(BROKEN_RETRIEVER)
+    configurations = tmp_path / "configurations.yaml"
+    configurations.write_text(yaml.safe_dump({"configurations": {"mine": {
+        "kind": "python", "served": True,
+        "params": {"callable": "broken_retriever:retrieve", "python_path": str(src)}}}}))
+    out = tmp_path / "out"
+    err, printed = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(printed):
+        code = main(["run", "--fixtures", str(ROOT / "fixtures"), "--output", str(out),
+                     "--configurations-file", str(configurations), "--no-baseline"])
+    assert code == 3, err.getvalue()[-3000:]
+    assert time.monotonic() - started < 30
+    assert len((src / "calls.log").read_text().splitlines()) == 3  # fail_fast_after's default
+    last = err.getvalue().strip().splitlines()[-1]
+    assert last.startswith("searcheval: run incomplete"), last
+    assert ("mine: the python ranker is down (RuntimeError: index 'products-v2' not found): all "
+            "15 queries failed, 12 not sent") in last
+    metrics = json.loads((out / "latest" / "metrics.json").read_text())
+    failures = metrics["failures"]["configurations"]["mine"]
+    assert (failures["down"], failures["failed"], failures["not_sent"]) == (True, 15, 12)
+    assert metrics["incomplete"] == ["mine"]

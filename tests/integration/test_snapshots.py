@@ -110,7 +110,8 @@ def test_diff_cli_prints_json_and_refuses_an_unknown_run(two_runs, capsys):
     url, _ = two_runs
     assert main(["diff", "run-a", "run-b:fused", "--format", "json", "--database-url", url]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert doc["counts"] == {"worse": 1, "better": 1, "unchanged": 1, "not compared": 0}
+    assert doc["counts"] == {"worse": 1, "better": 1, "unchanged": 1, "not compared": 0,
+                             "failed": 0}
     assert main(["diff", "run-a", "nope", "--database-url", url]) == 2
     assert capsys.readouterr().err.strip() == "searcheval: B: no run 'nope' in the history"
 

@@ -24,7 +24,8 @@ from searcheval.io.settings import check_judgment_sources, settings_from
 from searcheval.judging.source import counted_sources
 from searcheval.metrics.scoring import score_run
 from searcheval.rankers.configs import FAIL_FAST_AFTER, load_configurations
-from searcheval.rankers.http import Breaker, endpoint, transport_cause
+from searcheval.rankers.breaker import Breaker
+from searcheval.rankers.http import endpoint, transport_cause
 from searcheval.types import Query, RankedRun
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ QUERIES = [Query(q, q, "c") for q in ("q1", "q2", "q3", "q4")]
 QRELS = {q.id: {f"rel-{q.id}": 1} for q in QUERIES}
 
 
-def scores(ranks: dict[str, int], failed: tuple[str, ...] = ()):
+def scores(ranks: dict[str, int], failed: tuple[str, ...] = (), queries=QUERIES):
     """Each query's relevant document at `ranks[q]`; `failed` queries are errors of the run."""
     results = {}
     for qid, rank in ranks.items():
@@ -40,7 +41,7 @@ def scores(ranks: dict[str, int], failed: tuple[str, ...] = ()):
         results[qid] = [(d, float(10 - i)) for i, d in enumerate(docs)]
     run = RankedRun("served", {q: r for q, r in results.items() if q not in failed},
                     errors={q: {"cause": "HTTP 500", "attempts": 3} for q in failed})
-    return score_run(run, QRELS, QUERIES, ("mrr", "ndcg@10", "recall@20"))
+    return score_run(run, QRELS, queries, ("mrr", "ndcg@10", "recall@20"))
 
 
 def test_a_failed_query_is_left_out_of_both_sides_of_the_gate():
@@ -188,3 +189,81 @@ def test_a_candidate_beside_the_served_one_is_compared_on_the_queries_both_answe
     assert side["means"]["mrr"]["candidate"] == pytest.approx((1 / 2 + 1 + 1) / 3)
     assert side["queries"] == 3 and side["same_queries"] is False
     assert candidate_lines(side)[0].endswith("(over the 3 queries both answered)")
+
+
+def test_queries_only_one_side_has_are_named_for_the_side_that_has_them():
+    """`run_only`: queries this run scored that the baseline lacks; `baseline_only`: the
+    reverse. The baseline here scored q1..q3, the run q1..q4 (q4 is new)."""
+    three = QUERIES[:3]
+    baseline = baseline_from_scores(scores({"q1": 1, "q2": 2, "q3": 4}, queries=three),
+                                    run_id="r0", model=None)
+    result = check_gate(baseline, scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}), tolerance=0.0)
+    queries = result.like_with_like["queries"]
+    assert (queries["run_only"], queries["baseline_only"], queries["compared"]) == (1, 0, 3)
+    assert like_with_like_lines(result.like_with_like) == [
+        "the baseline lacks 1 of this run's queries: compared over the 3 both answered"]
+    # the other way round: a baseline of four queries, a run (no failure) of three
+    wider = baseline_from_scores(scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}), run_id="r0",
+                                 model=None)
+    result = check_gate(wider, scores({"q1": 1, "q2": 2, "q3": 4}, queries=three),
+                        tolerance=0.0)
+    queries = result.like_with_like["queries"]
+    assert (queries["run_only"], queries["baseline_only"], queries["compared"]) == (0, 1, 3)
+    assert like_with_like_lines(result.like_with_like) == [
+        "this run lacks 1 of the baseline's queries: compared over the 3 both answered"]
+
+
+def test_which_judgments_count_is_a_project_setting_too(tmp_path):
+    from searcheval.project import load_project, resolve_run
+
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  d:\n    dataset: data\n    judgment_sources: [human]\n")
+    project = load_project(tmp_path / "searcheval.yaml")
+    resolved = resolve_run({}, project=project)
+    assert resolved.values["judgment_sources"] == ("human",)
+    where = resolved.sources["judgment_sources"]
+    assert where == f"project setting datasets.d.judgment_sources in {tmp_path / 'searcheval.yaml'}"
+    fixtures = load_collection(fixtures=ROOT / "fixtures")
+    assert counted_sources(fixtures, ("human",), where) == (("human",), where)
+    (tmp_path / "searcheval.yaml").write_text(
+        "project: acme\ndatasets:\n  d:\n    dataset: data\n    judgment_sources: clicks\n")
+    with pytest.raises(InputError) as error:
+        load_project(tmp_path / "searcheval.yaml")
+    assert error.value.field == "datasets.d.judgment_sources"
+
+
+def test_a_python_ranker_that_raises_every_time_is_asked_only_fail_fast_after_times(tmp_path):
+    from searcheval.rankers.python import run_python
+
+    (tmp_path / "raising_ranker.py").write_text(
+        "calls = []\n"
+        "def retrieve(query, k):\n"
+        "    calls.append(query.id)\n"
+        "    raise ConnectionError('vector store unreachable')\n")
+    configurations = tmp_path / "configurations.yaml"
+    configurations.write_text(
+        "configurations:\n  mine:\n    kind: python\n    served: true\n    fail_fast_after: 2\n"
+        f"    params: {{callable: 'raising_ranker:retrieve', python_path: '{tmp_path}'}}\n")
+    configuration = load_configurations(configurations)["mine"]
+    run = run_python(configuration, None, QUERIES, None, 10)
+    import raising_ranker
+
+    assert raising_ranker.calls == ["q1", "q2"]  # one call at a time (concurrency 1)
+    assert run.results == {} and set(run.errors) == {"q1", "q2", "q3", "q4"}
+    assert run.errors["q1"] == {"cause": "ConnectionError: vector store unreachable",
+                                "attempts": 1}
+    assert run.errors["q3"] == {"cause": "not sent: the ranker looks down (2 queries failed in a "
+                                         "row, none answered; first: ConnectionError: vector "
+                                         "store unreachable)", "attempts": 0, "not_sent": True}
+
+
+def test_the_console_stars_a_mean_over_fewer_queries_and_says_why():
+    from searcheval.evaluation.report import EvaluationResult, console_table
+
+    partial = scores({"q1": 1, "q2": 2, "q3": 4, "q4": 1}, failed=("q3",))
+    result = EvaluationResult(run_id="r1", started_at=None, finished_at=None, source="s",
+                              input_hashes={}, model=None, scores={"served": partial}, gate=None)
+    lines = console_table(result).splitlines()
+    row = lines[1].split()
+    assert row[0] == "served" and all(cell.endswith("*") for cell in row[1:4]), lines
+    assert "  * served: 1 query failed: means over 3 of 4" in lines
