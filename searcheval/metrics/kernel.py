@@ -106,9 +106,6 @@ def integer_qrels(query: np.ndarray, doc: np.ndarray, grade) -> IntegerQrels:
     by query; the document strings one per row, as a file's judgments hold them). Fallback for
     what the exact path must judge: grades that are not whole, a (query, document) judged
     twice."""
-    import pyarrow as pa
-
-    from searcheval.io.trec import cast, from_numpy
     from searcheval.metrics.columnar import whole_grades
 
     if not len(query) == len(doc) == len(grade):
@@ -138,11 +135,33 @@ def integer_qrels(query: np.ndarray, doc: np.ndarray, grade) -> IntegerQrels:
     doc = np.ascontiguousarray(doc, dtype=np.int64)
     if _judged_twice(starts, doc):
         raise Fallback("duplicate judgment")
-    columns = QrelsColumns(qids=list(map(str, ids_in_order.tolist())),
-                           docs=cast(from_numpy(doc), pa.string()), q=q,
-                           d=np.arange(n, dtype=np.int32), grade=grade, starts=starts)
+    columns = _IntegerColumns(qids=list(map(str, ids_in_order.tolist())), docs=None, q=q,
+                              d=np.arange(n, dtype=np.int32), grade=grade, starts=starts)
+    columns.doc_ids = doc
     return IntegerQrels(columns=columns, keys=keys.astype(np.int64),
                         key_code=np.asarray(key_code, dtype=np.int64), doc=doc)
+
+
+class _IntegerColumns(QrelsColumns):
+    """QrelsColumns of integer ids whose document strings (`docs`, one per row) are made on
+    first use: the compiled path never reads them, only the numpy paths a run of other ids
+    takes."""
+
+    doc_ids: np.ndarray  # int64, one per row
+
+    @property
+    def docs(self):
+        if self._docs is None:
+            import pyarrow as pa
+
+            from searcheval.io.trec import cast, from_numpy
+
+            self._docs = cast(from_numpy(self.doc_ids), pa.string())
+        return self._docs
+
+    @docs.setter
+    def docs(self, value) -> None:
+        self._docs = value
 
 
 @njit(cache=True)
