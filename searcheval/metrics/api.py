@@ -67,11 +67,11 @@ class Evaluator:
                      self._roles.get("doc_column", "doc_id"),
                      self._roles.get("grade_column", "grade"))
             try:
-                self._columnar = qrels_from_frame(qrels, names)
+                self._integer = _integer_qrels(qrels, names)
+                self._columnar = self._integer.columns if self._integer is not None else \
+                    qrels_from_frame(qrels, names)
             except Fallback:  # the dict way refuses what the columns may not hold
-                pass
-            else:
-                self._integer = _integer_qrels(self._columnar, qrels, names)
+                self._integer = self._columnar = None
         if self._columnar is None:
             self._dict = as_qrels(qrels, **self._roles)
 
@@ -122,17 +122,18 @@ class Evaluator:
                                      self.metrics, self.settings, complete=complete)
 
 
-def _integer_qrels(columns, qrels: Any, names: tuple[str, str, str]):
-    """The compiled path's judgments by integer id (`searcheval.metrics.kernel.prepare`) when the
-    query and document ids are integers, else None."""
+def _integer_qrels(qrels: Any, names: tuple[str, str, str]):
+    """The compiled path's judgments by integer id (`searcheval.metrics.kernel.integer_qrels`,
+    built from the numbers) when the query and document ids are integers, else None."""
     from searcheval.metrics.columnar import _column, integer_ids
 
-    if integer_ids(_column(qrels, names[0])) is None or \
-            integer_ids(_column(qrels, names[1])) is None:
+    query, doc = integer_ids(_column(qrels, names[0])), integer_ids(_column(qrels, names[1]))
+    if query is None or doc is None:
         return None
-    from searcheval.metrics.kernel import prepare  # imports numba (only for tables)
+    grade = np.asarray(_column(qrels, names[2]))
+    from searcheval.metrics.kernel import integer_qrels  # imports numba (only for tables)
 
-    return prepare(columns)
+    return integer_qrels(query, doc, grade)
 
 
 def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS, *,

@@ -330,6 +330,19 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
 
     if not len(query) == len(doc) == len(grade):
         raise Fallback("columns of different lengths")
+    grade = whole_grades(grade, max_grade)
+    q, qids = _encoded(query, first_seen=True)  # queries in the order the judgments give them
+    d, docs = _encoded(doc)
+    order = np.argsort(q, kind="stable")
+    q, d, grade = q[order], d[order], grade[order]
+    if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
+        raise Fallback("duplicate judgment")
+    return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
+
+
+def whole_grades(grade, max_grade: int | None = None) -> np.ndarray:
+    """Grades as int64; Fallback (for the exact path's refusal) when they are not whole numbers
+    in the scale."""
     grade = np.asarray(grade)
     if grade.dtype.kind == "f":
         if not np.isfinite(grade).all() or (grade != np.round(grade)).any():
@@ -339,13 +352,7 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
     grade = grade.astype(np.int64)
     if grade.size and (grade.min() < 0 or (max_grade is not None and grade.max() > max_grade)):
         raise Fallback("grade outside the scale")
-    q, qids = _encoded(query, first_seen=True)  # queries in the order the judgments give them
-    d, docs = _encoded(doc)
-    order = np.argsort(q, kind="stable")
-    q, d, grade = q[order], d[order], grade[order]
-    if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
-        raise Fallback("duplicate judgment")
-    return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
+    return grade
 
 
 def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChunk]:

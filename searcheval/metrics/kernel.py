@@ -98,6 +98,99 @@ def prepare(columns: QrelsColumns) -> IntegerQrels:
                         doc=np.ascontiguousarray(doc, dtype=np.int64))
 
 
+def integer_qrels(query: np.ndarray, doc: np.ndarray, grade) -> IntegerQrels:
+    """Judgments whose query and document ids are int64 arrays (`columnar.integer_ids`) made
+    ready for the compiled path straight from the numbers, with no hash table or string of
+    every id (`prepare` goes through the pyarrow dictionary of the ids): the same QrelsColumns
+    as `columnar.qrels_from_arrays` (queries coded in the order they first come, rows grouped
+    by query; the document strings one per row, as a file's judgments hold them). Fallback for
+    what the exact path must judge: grades that are not whole, a (query, document) judged
+    twice."""
+    from searcheval.metrics.columnar import whole_grades
+
+    if not len(query) == len(doc) == len(grade):
+        raise Fallback("columns of different lengths")
+    grade = whole_grades(grade)
+    n = query.size
+    change = np.empty(n, dtype=bool)
+    change[:1] = True
+    np.not_equal(query[1:], query[:-1], out=change[1:])
+    heads = np.flatnonzero(change)
+    first_ids = query[heads]
+    keys, key_code = np.unique(first_ids, return_index=True)
+    if keys.size == first_ids.size:  # each query's rows together (the usual table): no sort
+        ids_in_order = first_ids
+        q = (np.cumsum(change) - 1).astype(np.int32)
+    else:  # a query's rows apart: code them in the order they first come, then group
+        keys, first, inverse = np.unique(query, return_index=True, return_inverse=True)
+        by_first = np.argsort(first, kind="stable")
+        key_code = np.empty(keys.size, dtype=np.int64)
+        key_code[by_first] = np.arange(keys.size)
+        order = np.argsort(key_code[inverse.ravel()], kind="stable")
+        query, doc, grade = query[order], doc[order], grade[order]
+        q = key_code[inverse.ravel()][order].astype(np.int32)
+        ids_in_order = keys[by_first]
+    starts = np.zeros(ids_in_order.size + 1, dtype=np.int64)
+    np.cumsum(np.bincount(q, minlength=ids_in_order.size), out=starts[1:])
+    doc = np.ascontiguousarray(doc, dtype=np.int64)
+    if _judged_twice(starts, doc):
+        raise Fallback("duplicate judgment")
+    columns = _IntegerColumns(qids=list(map(str, ids_in_order.tolist())), docs=None, q=q,
+                              d=np.arange(n, dtype=np.int32), grade=grade, starts=starts)
+    columns.doc_ids = doc
+    return IntegerQrels(columns=columns, keys=keys.astype(np.int64),
+                        key_code=np.asarray(key_code, dtype=np.int64), doc=doc)
+
+
+class _IntegerColumns(QrelsColumns):
+    """QrelsColumns of integer ids whose document strings (`docs`, one per row) are made on
+    first use: the compiled path never reads them, only the numpy paths a run of other ids
+    takes."""
+
+    doc_ids: np.ndarray  # int64, one per row
+
+    @property
+    def docs(self):
+        if self._docs is None:
+            import pyarrow as pa
+
+            from searcheval.io.trec import cast, from_numpy
+
+            self._docs = cast(from_numpy(self.doc_ids), pa.string())
+        return self._docs
+
+    @docs.setter
+    def docs(self, value) -> None:
+        self._docs = value
+
+
+@njit(cache=True)
+def _judged_twice(starts, doc):
+    """A document judged twice for one query: each query's documents go in a hash table
+    stamped with the query's number (never cleared)."""
+    widest = 1
+    for c in range(starts.size - 1):
+        widest = max(widest, starts[c + 1] - starts[c])
+    bits = 4
+    while (1 << bits) < 2 * widest:
+        bits += 1
+    mask = (1 << bits) - 1
+    shift = np.uint64(64 - bits)
+    slot_key = np.empty(1 << bits, dtype=np.int64)
+    slot_stamp = np.full(1 << bits, -1, dtype=np.int64)
+    for c in range(starts.size - 1):
+        for j in range(starts[c], starts[c + 1]):
+            key = doc[j]
+            h = np.int64((np.uint64(key) * _HASH) >> shift)
+            while slot_stamp[h] == c:
+                if slot_key[h] == key:
+                    return True
+                h = (h + 1) & mask
+            slot_stamp[h] = c
+            slot_key[h] = key
+    return False
+
+
 def evaluate(qrels: IntegerQrels, query: np.ndarray, doc: np.ndarray, score,
              metrics: list[Metric], settings: Settings, *, complete: bool | None) -> Evaluation:
     """A run of integer ids scored against `qrels`; `complete` as `evaluate_columns`. Ties are
