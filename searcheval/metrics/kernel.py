@@ -84,24 +84,10 @@ class IntegerQrels:
     doc: np.ndarray  # int64: judged document ids, rows of query c at columns.starts[c]:...
 
 
-def prepare(columns: QrelsColumns) -> IntegerQrels:
-    """The compiled path's judgments, derived from the columnar ones when their ids were integers
-    (their strings are the integers' decimal forms, so they read back exactly)."""
-    import pyarrow as pa
-
-    from searcheval.io.trec import cast, to_numpy
-
-    key_of_code = to_numpy(cast(pa.array(columns.qids, type=pa.string()), pa.int64()))
-    by_key = np.argsort(key_of_code, kind="stable")
-    doc = to_numpy(cast(columns.docs, pa.int64()))[columns.d]
-    return IntegerQrels(columns=columns, keys=key_of_code[by_key], key_code=by_key.astype(np.int64),
-                        doc=np.ascontiguousarray(doc, dtype=np.int64))
-
-
 def integer_qrels(query: np.ndarray, doc: np.ndarray, grade) -> IntegerQrels:
     """Judgments whose query and document ids are int64 arrays (`columnar.integer_ids`) made
     ready for the compiled path straight from the numbers, with no hash table or string of
-    every id (`prepare` goes through the pyarrow dictionary of the ids): the same QrelsColumns
+    every id: the same QrelsColumns
     as `columnar.qrels_from_arrays` (queries coded in the order they first come, rows grouped
     by query; the document strings one per row, as a file's judgments hold them). Fallback for
     what the exact path must judge: grades that are not whole, a (query, document) judged
