@@ -176,9 +176,12 @@ def api_for_workers(task_runner: TaskRunner) -> Iterator[None]:
     (ephemeral mode) each worker would start an API server of its own. So the ephemeral server
     is started here and named in the settings for the duration. An existing cluster on another
     machine cannot reach this machine's loopback: it needs a Prefect server (PREFECT_API_URL)."""
+    if isinstance(task_runner, ThreadPoolTaskRunner) or PREFECT_API_URL.value():
+        yield  # (prefect_dask is not even imported: a second of a warm run)
+        return
     from prefect_dask import DaskTaskRunner
 
-    if not isinstance(task_runner, DaskTaskRunner) or PREFECT_API_URL.value():
+    if not isinstance(task_runner, DaskTaskRunner):
         yield
         return
     if task_runner.address and not _loopback(task_runner.address):
