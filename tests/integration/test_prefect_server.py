@@ -56,6 +56,14 @@ def bm25_run(folder: Path, env: dict) -> subprocess.CompletedProcess:
                       "bm25", "--no-baseline", "--output", str(folder / "out"))
 
 
+def readme_commands() -> list[list[str]]:
+    """The README.md block that shows how to see and stop the kept server, as argument lists."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    start = lines.index("<!-- run by: tests/integration/test_prefect_server.py -->") + 2
+    block = lines[start:lines.index("```", start)]
+    return [line.split() for line in block]
+
+
 def api(url: str) -> dict:
     import urllib.request
 
@@ -84,16 +92,20 @@ def test_the_first_run_starts_the_server_the_second_reuses_it_and_stop_leaves_no
     for run in (first_run, second_run):
         assert api(f"{url}/flow_runs/{run}")["state_type"] == "COMPLETED"
 
-    status = searcheval(folder, env, "server", "status")
+    status_command, stop_command = readme_commands()  # as README.md shows them
+    assert status_command == ["searcheval", "server", "status"]
+    assert stop_command == ["searcheval", "server", "stop"]
+    status = searcheval(folder, env, *status_command[1:])
     assert status.returncode == 0 and status.stdout.startswith(f"running: {url} (pid {pid},")
 
-    stop = searcheval(folder, env, "server", "stop")
+    stop = searcheval(folder, env, *stop_command[1:])
     assert stop.returncode == 0, stop.stderr
     assert stop.stdout.startswith(f"stopped the Prefect server {url} (pid {pid})")
     assert not prefect_server.process_alive(int(pid))
     assert not prefect_server.group_alive(int(pid))  # its session holds no process either
     assert not prefect_server.answers(url)
     assert not (folder / ".searcheval" / "prefect" / "server.json").exists()
+    assert (folder / ".searcheval" / "prefect" / "port").read_text().strip() == port  # for the next
     again = searcheval(folder, env, "server", "stop")
     assert again.stdout.startswith("no kept Prefect server in ")
 

@@ -118,3 +118,21 @@ def test_the_stages_add_up_to_the_run_and_an_overlap_counts_once():
     # the flow's 4.5 s less its tasks' 3.4 s (4.6-6.5 and 7.0-8.5)
     assert stages["flow_steps"] == pytest.approx(4.5 - 3.4)
     assert sum(stages.values()) == pytest.approx(10.0)
+
+
+def test_a_dask_cluster_on_another_machine_is_refused_a_loopback_server():
+    """The kept server listens on loopback: workers on another machine cannot report to it."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_dask import DaskTaskRunner
+
+    from flows.runners import api_for_workers
+
+    remote = DaskTaskRunner(address="tcp://10.0.0.5:8786")
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4321/api"}):
+        with pytest.raises(InputError) as refused:
+            with api_for_workers(remote):
+                pass
+    assert refused.value.field == "PREFECT_API_URL"
+    with temporary_settings(updates={PREFECT_API_URL: "http://prefect-server:4200/api"}):
+        with api_for_workers(remote):
+            assert PREFECT_API_URL.value() == "http://prefect-server:4200/api"
