@@ -201,19 +201,29 @@ def _loopback(address: str) -> bool:
 def api_for_workers(task_runner: TaskRunner) -> Iterator[None]:
     """Make the Prefect API of this process reachable from Dask workers in other processes.
 
-    Task runs carry the settings of the flow run to the workers; with no PREFECT_API_URL
-    (ephemeral mode) each worker would start an API server of its own. So the ephemeral server
-    is started here and named in the settings for the duration. An existing cluster on another
-    machine cannot reach this machine's loopback: it needs a Prefect server (PREFECT_API_URL)."""
+    Task runs carry the settings of the flow run to the workers; with no PREFECT_API_URL (the
+    kept local server names one: flows/prefect_api.py; SEARCHEVAL_PREFECT_SERVER=temporary does
+    not) each worker would start an API server of its own. So the temporary server is started
+    here and named in the settings for the duration. An existing cluster on another machine
+    cannot reach this machine's loopback: it needs a Prefect server it can reach
+    (PREFECT_API_URL)."""
+    if isinstance(task_runner, ThreadPoolTaskRunner):
+        yield  # (prefect_dask is not even imported: a second of a warm run)
+        return
     from prefect_dask import DaskTaskRunner
 
-    if not isinstance(task_runner, DaskTaskRunner) or PREFECT_API_URL.value():
+    api = PREFECT_API_URL.value()
+    if not isinstance(task_runner, DaskTaskRunner):
         yield
         return
-    if task_runner.address and not _loopback(task_runner.address):
+    if task_runner.address and not _loopback(task_runner.address) \
+            and (not api or _loopback(api)):
         raise InputError(f"the Dask cluster at {task_runner.address} needs a Prefect server its "
                          "workers can reach: set PREFECT_API_URL (e.g. `prefect server start`)",
                          field="PREFECT_API_URL")
+    if api:
+        yield
+        return
     from prefect.server.api.server import SubprocessASGIServer
 
     server = SubprocessASGIServer()  # the process's ephemeral server, as get_client starts it

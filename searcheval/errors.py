@@ -2,7 +2,8 @@
 
 `InputError` is refused input: its message names where the problem is (file, line, field) and what
 was expected, so that the CLI can print it as one line and exit 2. The others are outcomes the CLI
-maps to exit codes: a tripped gate or missed threshold (1), a database, model or backend failure (3).
+maps to exit codes: a tripped gate or missed threshold (1), a database, model, backend or
+Prefect server failure (3).
 
 `EXIT_CODES` is the one table of exit codes every command uses (`exit_code(exc)`); the flows'
 boundary prints the same exceptions without a traceback (unless --debug / SEARCHEVAL_DEBUG).
@@ -51,6 +52,11 @@ class ModelError(Exception):
     load. A folder that is no model at all is refused input (InputError)."""
 
 
+class PrefectServerError(RuntimeError):
+    """The local Prefect server a run keeps (searcheval.prefect_server) could not be started or
+    stopped (exit 3). The message names its log."""
+
+
 class GateTripped(Exception):
     """The served configuration regressed against the baseline (exit 1). `table` is the results
     table to print beside the verdict."""
@@ -93,6 +99,7 @@ EXIT_CODES: dict[type[BaseException], int] = {
     RunIncomplete: EXIT_FAILED,  # published, marked incomplete, alerted (issue 23)
     DatabaseError: EXIT_FAILED,
     ModelError: EXIT_FAILED,
+    PrefectServerError: EXIT_FAILED,
 }
 
 #: Modules whose own exceptions are a failed database (psycopg's, raised after a connection was

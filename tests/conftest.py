@@ -56,6 +56,20 @@ def no_stray_embedded_server(database_url):
     patch.undo()
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_kept_prefect_server():
+    """A `searcheval run` a test starts without PREFECT_API_URL gets Prefect's temporary server,
+    stopped with the run, never a kept one (searcheval.prefect_server) that would outlive the
+    session. The tests of the kept server (tests/integration/test_prefect_server.py) unset this
+    for their own folders and stop what they start."""
+    from searcheval import prefect_server
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv(prefect_server.ENV_MODE, "temporary")
+    yield
+    patch.undo()
+
+
 @pytest.fixture(scope="session")
 def new_database(database_url):
     """Factory: `new_database(label)` creates an empty database and returns its URL."""

@@ -117,13 +117,15 @@ def add_benchmark_run(bsub) -> None:
     scifact = Path("../shared/datasets/scifact")
     b = bsub.add_parser("run", help="whole `searcheval run` processes on a dataset, cold and "
                                     "warm, beside raw sentence-transformers on the same texts, "
-                                    "and where a warm run's time goes")
+                                    "and where their time goes, stage by stage")
     b.add_argument("--dataset", type=Path, default=scifact,
                    help=f"the dataset a run evaluates (default {scifact})")
     b.add_argument("--project", type=Path, default=Path("."),
                    help="the project folder whose flows/ run (default: this folder)")
     b.add_argument("--batch-size", type=int, default=64,
                    help="texts per encode batch of the raw reference (the run's own: 64)")
+    b.add_argument("--warm-runs", type=int, default=3,
+                   help="warm runs after the cold one (default 3; the median is reported)")
     b.set_defaults(handler=cmd_benchmark_run)
 
 
@@ -133,7 +135,8 @@ def cmd_benchmark_run(args: argparse.Namespace) -> int:
     if args.batch_size < 1:
         raise InputError("expected a batch size >= 1", field="batch_size")
     try:
-        figures = benchmark_run(args.dataset, project=args.project, batch_size=args.batch_size)
+        figures = benchmark_run(args.dataset, project=args.project, batch_size=args.batch_size,
+                                warm_runs=args.warm_runs)
     except RuntimeError as exc:  # a timed process failed: its own last lines say why
         print(f"searcheval: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_FAILED

@@ -147,6 +147,9 @@ def cmd_run_deployment(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    from searcheval.timings import mark  # the stages `benchmark run` reports
+
+    mark("command")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.deployment:
         return cmd_run_deployment(args)
@@ -164,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"inputs OK: {len(c.resources)} resources, {len(c.queries)} queries, "
               f"{len(c.judgments)} judgments; {gate}")
         return EXIT_OK
+    mark("preflight")
     if found.not_gated_reason:
         print(f"searcheval: gate: NOT GATED ({found.not_gated_reason})", file=sys.stderr)
     nightly = import_project_module("flows.nightly").nightly
@@ -174,8 +178,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     runners = import_project_module("flows.runners")
 
     runner = runners.task_runner_from_settings(args.task_runner, args.dask_address)
-    with database_env(args.database_url), runners.api_for_workers(runner):
+    api = import_project_module("flows.prefect_api")  # which server: one line on stderr
+    mark("imported")
+    with api.run_api(quiet=args.quiet), database_env(args.database_url), \
+            runners.api_for_workers(runner):
+        mark("server")
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
+    mark("flow")
     quiet_server_stop()
     # the results on stdout, once: the table, then the verdict and where the report is
     if state.is_completed():

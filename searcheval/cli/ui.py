@@ -11,22 +11,9 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Mapping
 
 from searcheval import defaults
-
-
-def ui_environment(host: str, port: int, environ: Mapping[str, str] | None = None) -> dict:
-    """The server's environment: what the user set wins, except nothing is left pointing the UI
-    at another port by default."""
-    env = dict(os.environ if environ is None else environ)
-    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '::') else host}:{port}"
-    env.setdefault("PREFECT_UI_API_URL", f"{url}/api")
-    env.setdefault("PREFECT_UI_URL", url)
-    env.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
-    env.setdefault("PREFECT_SERVER_LOGS_STREAM_OUT_ENABLED", "true")
-    env.setdefault("PREFECT_SERVER_LOGS_STREAM_PUBLISHING_ENABLED", "true")
-    return env
+from searcheval.prefect_server import ui_environment  # the kept server's environment too
 
 
 def cmd_ui(args: argparse.Namespace) -> int:

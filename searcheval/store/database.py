@@ -26,6 +26,7 @@ import logging
 import os
 import re
 import subprocess
+import threading
 import time
 import warnings
 from contextlib import contextmanager
@@ -49,6 +50,11 @@ EMBEDDED_PGDATA = EMBEDDED_DIR / "pg"
 _logger = logging.getLogger(__name__)
 
 _MIGRATION_NAME = re.compile(r"^(\d{3})_[a-z0-9_]+\.sql$")
+
+# One thread of this process at a time in start_embedded: pgserver registers a server's handle
+# before it has started it, and a second thread that found that half-made handle failed
+# (an AssertionError, retried by the task a second later: a warm run lost a second to it).
+_start_lock = threading.Lock()
 
 
 # --------------------------------------------------------------------------- where
@@ -129,6 +135,11 @@ def start_embedded(pgdata: str | Path, *, keep_running: bool = True):
     """
     pgdata = Path(pgdata).expanduser().absolute()
     pgserver = _import_pgserver()
+    with _start_lock:
+        return _start_embedded(pgserver, pgdata, keep_running)
+
+
+def _start_embedded(pgserver, pgdata: Path, keep_running: bool):
     cached = pgserver.PostgresServer._instances.get(pgdata.resolve())
     if cached is not None and not _still_serving(cached, pgdata):
         # stopped behind this process's back (stop_embedded, a crash, a reboot): start it again

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import traceback
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -44,6 +45,60 @@ def unit_vectors(n: int, seed: int, dim: int = DIM) -> np.ndarray:
 def table_names(conn) -> set[str]:
     rows = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall()
     return {r[0] for r in rows}
+
+
+# --------------------------------------------------------------------------- the embedded server
+
+
+def test_a_thread_asking_for_the_embedded_server_while_another_opens_it_waits_for_it(
+        monkeypatch):
+    """A flow run's first tasks open the database from two threads at once (the model's cache
+    lookup and the judgments). pgserver registers a server's handle before it has looked at the
+    running server, and the second thread used to find that handle half-made (an AssertionError,
+    retried by the task a second later: a warm `make run` lost a second to it). The server runs
+    already, as on a warm run; the first thread's look at it is slowed to half a second."""
+    directory = tempfile.mkdtemp(prefix="se-pg-race-", dir="/tmp")
+    pgdata = Path(directory).resolve()
+    pgserver = database._import_pgserver()
+    instances = pgserver.PostgresServer._instances
+    try:
+        database.start_embedded(directory, keep_running=False)
+        instances.pop(pgdata)  # as in a new process: the server runs, this one has no handle
+        look = pgserver.PostgresServer.ensure_postgres_running
+
+        def slow_look(self):
+            time.sleep(0.5)
+            look(self)
+
+        monkeypatch.setattr(pgserver.PostgresServer, "ensure_postgres_running", slow_look)
+        results, errors = [], []
+
+        def start():
+            try:
+                results.append(database.start_embedded(directory, keep_running=False))
+            except BaseException as exc:  # noqa: BLE001 - reported below with its traceback
+                errors.append("".join(traceback.format_exception(exc)))
+
+        first = threading.Thread(target=start)
+        first.start()
+        deadline = time.monotonic() + 30
+        while pgdata not in instances and time.monotonic() < deadline:
+            time.sleep(0.005)
+        halfway = pgdata in instances and not results  # registered, not looked at yet
+        second = threading.Thread(target=start)
+        second.start()
+        for thread in (first, second):
+            thread.join(timeout=60)
+        assert halfway  # the second thread did ask while the first was opening the server
+        assert errors == []
+        assert len(results) == 2 and results[0].get_uri() == results[1].get_uri()
+        with database.connect(results[0].get_uri()) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        database.stop_embedded(directory)
+        instances.pop(pgdata, None)
+        shutil.rmtree(directory, ignore_errors=True)
+        Path(directory + ".lock").unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- migrations
