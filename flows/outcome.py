@@ -123,24 +123,36 @@ def run_logger():
 
 
 def final_state(fn):
-    """Wrap a flow function (below `@flow`): its outcome as the final state and a verdict tag."""
+    """Wrap a flow function (below `@flow`): its outcome as the final state and a verdict tag.
 
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        from prefect.states import Failed, State
+    The wrapper keeps `fn`'s signature, docstring and module globals (Prefect resolves the
+    parameters' annotations, e.g. `ConfigurationNames`, in the function's globals)."""
+    import types
 
-        try:
-            result = fn(*args, **kwargs)
-        except Exception as exc:  # noqa: BLE001 - every outcome becomes the run's final state
-            verdict = verdict_of(exc)
-            if exit_code(exc) is None:  # a bug or the timeout: its traceback is the lead
-                run_logger().error("the run failed: %s", describe(exc), exc_info=exc)
-            elif os.environ.get("SEARCHEVAL_DEBUG"):
-                run_logger().error("the run ended %s", verdict, exc_info=exc)
-            tag_flow_run(VERDICT_TAG + verdict)
-            return Failed(message=final_message(exc), data=exc)
-        failed = isinstance(result, State) and not result.is_completed()
-        tag_flow_run(VERDICT_TAG + ("failed" if failed else "passed"))
-        return result
+    run = _run_with_outcome
 
-    return wrapper
+    def wrapper(*args, **kwargs):  # free names only: it runs with fn's globals
+        return run(fn, args, kwargs)
+
+    rebound = types.FunctionType(wrapper.__code__, fn.__globals__, fn.__name__,
+                                 fn.__defaults__, wrapper.__closure__)
+    rebound.__kwdefaults__ = fn.__kwdefaults__
+    return functools.update_wrapper(rebound, fn)
+
+
+def _run_with_outcome(fn, args, kwargs):
+    from prefect.states import Failed, State
+
+    try:
+        result = fn(*args, **kwargs)
+    except Exception as exc:  # noqa: BLE001 - every outcome becomes the run's final state
+        verdict = verdict_of(exc)
+        if exit_code(exc) is None:  # a bug or the timeout: its traceback is the lead
+            run_logger().error("the run failed: %s", describe(exc), exc_info=exc)
+        elif os.environ.get("SEARCHEVAL_DEBUG"):
+            run_logger().error("the run ended %s", verdict, exc_info=exc)
+        tag_flow_run(VERDICT_TAG + verdict)
+        return Failed(message=final_message(exc), data=exc)
+    failed = isinstance(result, State) and not result.is_completed()
+    tag_flow_run(VERDICT_TAG + ("failed" if failed else "passed"))
+    return result
