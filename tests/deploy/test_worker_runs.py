@@ -175,6 +175,16 @@ def state_of(stack: WorkerStack, flow_run_id: str) -> dict:
     return stack.server.api("GET", f"/flow_runs/{flow_run_id}")["state"]
 
 
+def documented_crash() -> list[str]:
+    """The `searcheval runs crash` command as README.md and docs/deployments-and-ui.md show it
+    (its argument is the placeholder this test fills with a real flow run id)."""
+    for page in ("README.md", "docs/deployments-and-ui.md"):
+        shown = [line.split("#")[0].split() for line in (ROOT / page).read_text().splitlines()
+                 if line.startswith("searcheval runs crash ")]
+        assert shown and all(len(words) == 4 for words in shown), (page, shown)
+    return ["searcheval", "runs", "crash"]
+
+
 QUICK = ("--configurations", "bm25", "--no-baseline")  # no model: seconds per run
 
 
@@ -233,7 +243,8 @@ def test_runs_crash_marks_a_run_whose_worker_is_gone_crashed_at_once(stack, tmp_
         run = flow_run_labelled(stack, "by-hand")
         systemd_stop(stack.worker)
         started = time.monotonic()
-        crash = subprocess.run([str(VENV_BIN / "searcheval"), "runs", "crash", run["id"]],
+        command = documented_crash()
+        crash = subprocess.run([str(VENV_BIN / command[0]), *command[1:], run["id"]],
                                cwd=ROOT, env=stack.server.env(), capture_output=True, text=True,
                                timeout=60)
         assert crash.returncode == 0, crash.stderr
