@@ -312,3 +312,16 @@ def test_exit_codes_on_the_deployment_path_are_a_local_runs(stack, tmp_path):
     run = stack.server.api("GET", f"/flow_runs/{flow_run_id}")
     assert run["state"]["message"].startswith("REFUSED: ")
     assert "searcheval:verdict=refused" in run["tags"]
+
+
+def test_run_deployment_stops_waiting_at_its_timeout_with_exit_3(stack, tmp_path):
+    """The command never waits for ever: at --timeout it says where the run is and exits 3 (the
+    run goes on in the worker)."""
+    code, out, err = finish(run_deployment(stack, *QUICK, "--label", "impatient", "--timeout",
+                                           "1", "--output", str(tmp_path / "impatient")), stack)
+    assert code == 3, (out, err)
+    assert out.splitlines()[1] == "(no verdict yet)"
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("searcheval: stopped waiting after 1 s (--timeout): the flow run is "
+                           "still ")
+    assert "searcheval runs crash" in last
