@@ -35,7 +35,7 @@ class RemoteRun:
         return outcome.EXIT_OF[self.verdict]
 
 
-def _api_url() -> str:
+def _api_url(field: str | None = "deployment") -> str:
     from prefect.settings import PREFECT_API_URL
 
     from searcheval.errors import InputError
@@ -43,7 +43,7 @@ def _api_url() -> str:
     if not PREFECT_API_URL.value():
         raise InputError("a deployment runs on a Prefect server: set PREFECT_API_URL (e.g. "
                          "http://127.0.0.1:4200/api, `searcheval ui` starts one)",
-                         field="deployment")
+                         field=field)
     return PREFECT_API_URL.value()
 
 
@@ -89,11 +89,11 @@ def read_run(flow_run_id: str) -> RemoteRun:
 
     from searcheval.errors import InputError
 
-    api = _api_url()
     try:
         run_id = UUID(flow_run_id)
     except ValueError:
         raise InputError(f"expected a flow run id (a UUID), got {flow_run_id!r}") from None
+    api = _api_url(field=None)
     with get_client(sync_client=True) as client:
         try:
             return _remote(client.read_flow_run(run_id))
