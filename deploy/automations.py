@@ -38,7 +38,8 @@ from searcheval.io.files import read_yaml_list
 AUTOMATIONS_FILE = Path(__file__).resolve().parent / "automations.yaml"
 WEBHOOK_ENV = "SEARCHEVAL_ALERT_WEBHOOK"
 WEBHOOK_BLOCK = "searcheval-alert"
-ENTRY_KEYS = {"name", "description", "tags", "enabled", "trigger", "notify"}
+ENTRY_KEYS = {"name", "description", "tags", "enabled", "trigger", "notify", "set_state"}
+STATE_KEYS = {"state", "message"}
 
 
 def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str, Any]]:
@@ -64,6 +65,9 @@ def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str,
         names.add(name)
         if not isinstance(entry.get("trigger"), dict):
             raise InputError("expected a mapping", file=path, field=f"{where}.trigger")
+        if "set_state" in entry:  # acts on the flow run instead of notifying (issue 29)
+            check_set_state(entry, path, where)
+            continue
         notify = entry.get("notify")
         if notify is False:  # records only: the flow pages this event itself
             continue
@@ -82,19 +86,51 @@ def load_automation_specs(path: str | Path = AUTOMATIONS_FILE) -> list[dict[str,
     return entries
 
 
+def check_set_state(entry: dict[str, Any], path: Path, where: str) -> None:
+    """`set_state: {state: CRASHED, message: ...}`: the automation changes the flow run's state
+    (forced: a run whose worker is gone cannot agree) and notifies nobody itself; the state's own
+    event is what the notifying automations see."""
+    from prefect.client.schemas.objects import StateType
+
+    spec = entry["set_state"]
+    if "notify" in entry:
+        raise InputError("either `notify` or `set_state`, not both", file=path, field=where)
+    if not isinstance(spec, dict) or set(spec) != STATE_KEYS:
+        raise InputError(f"expected a mapping with {sorted(STATE_KEYS)}", file=path,
+                         field=f"{where}.set_state")
+    if spec["state"] not in StateType.__members__:
+        raise InputError(f"expected a state type ({', '.join(StateType.__members__)}), got "
+                         f"{spec['state']!r}", file=path, field=f"{where}.set_state.state")
+    if not isinstance(spec["message"], str) or not spec["message"].strip():
+        raise InputError("expected a non-empty string", file=path,
+                         field=f"{where}.set_state.message")
+
+
+def action_of(spec: dict[str, Any], block_document_id: UUID | None):
+    """The one action of an entry: its state change, else a notification through the block
+    (a do-nothing action without one)."""
+    from prefect.automations import DoNothing, SendNotification
+    from prefect.client.schemas.objects import StateType
+    from prefect.events.actions import ChangeFlowRunState
+
+    if "set_state" in spec:
+        return ChangeFlowRunState(state=StateType[spec["set_state"]["state"]],
+                                  message=spec["set_state"]["message"], force=True)
+    notify = spec["notify"]  # False: records only (the flow pages this event itself)
+    return (SendNotification(block_document_id=block_document_id,
+                             subject=notify["subject"], body=notify["body"])
+            if block_document_id and notify is not False else DoNothing())
+
+
 def build_automations(specs: list[dict[str, Any]], block_document_id: UUID | None, *,
                       file: str | Path = AUTOMATIONS_FILE) -> list:
-    """prefect AutomationCore objects: each spec's trigger, and one send-notification action
-    through the block (a do-nothing action without one)."""
-    from prefect.automations import AutomationCore, DoNothing, SendNotification
+    """prefect AutomationCore objects: each spec's trigger and its one action (`action_of`)."""
+    from prefect.automations import AutomationCore
     from pydantic import ValidationError
 
     automations = []
     for i, spec in enumerate(specs):
-        notify = spec["notify"]
-        action = (SendNotification(block_document_id=block_document_id,
-                                   subject=notify["subject"], body=notify["body"])
-                  if block_document_id and notify is not False else DoNothing())
+        action = action_of(spec, block_document_id)
         try:
             automations.append(AutomationCore(
                 name=spec["name"], description=spec.get("description") or "",

@@ -3,7 +3,8 @@
 A refused input (`InputError`), a tripped gate (`GateTripped`), a missed replay threshold
 (`ThresholdsMissed`), an incomplete run and a failed database, model or backend (every exception
 of the one exit-code table, `searcheval.errors.EXIT_CODES`) end the flow run Failed with their message (the UI and the automations see
-it), but Prefect's engine logs every exception a flow or task raises with its traceback
+it; the nightly flow's message starts with REFUSED:, GATE TRIPPED: or FAILED: and its verdict is a
+tag, flows/outcome.py), but Prefect's engine logs every exception a flow or task raises with its traceback
 (`Encountered exception during execution`, `Task run failed with exception`). This filter, on
 Prefect's flow-run and task-run loggers, turns those records for the expected types into one
 DEBUG line without a traceback. Any other exception (a real bug) keeps its traceback, and so does

@@ -26,7 +26,7 @@ from prefect.states import Completed
 from prefect.utilities.annotations import opaque  # large inputs of tasks called here: not
 # walked for futures (submitted tasks: `whole`, which knows the task runner)
 
-from flows import boundary
+from flows import boundary, outcome
 from flows.console import route_library_logs
 from flows.parameters import ConfigurationNames, Gain, MetricNames, NoRelevant
 from flows.runners import (execution_record, shards_share_process, task_runner_from_settings,
@@ -96,7 +96,9 @@ def run_kind() -> str:
 
 # The parameters are RunRequest's options (searcheval.evaluation.preflight), with the same
 # defaults and, in the docstring's Args, the same help: tests/unit/test_run_options.py.
-@flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings())
+@flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings(),
+      timeout_seconds=outcome.run_timeout())
+@outcome.final_state  # REFUSED: / GATE TRIPPED: / FAILED: and the verdict tag (flows/outcome.py)
 def nightly(
     fixtures: str | None = None,
     dataset: str | None = None,

@@ -278,4 +278,8 @@ def serve_deployments(prefect_file: str | Path | None = None, *,
         from searcheval.project import SETTINGS_ENV
 
         os.environ[SETTINGS_ENV] = str(settings.file)
-    serve(*deployments, limit=limit)
+    from searcheval.project import HEARTBEAT_SECONDS
+
+    # the served runs beat as the pool's do (deploy/prefect.yaml): the stuck-run automation
+    # marks a run Crashed after three missed beats
+    serve(*deployments, limit=limit, heartbeat_seconds=HEARTBEAT_SECONDS)

@@ -86,3 +86,28 @@ LIVE_CUSUM_H = 0.15  # CUSUM threshold: alert when the accumulated shortfall exc
 LIVE_WARMUP = 4  # windows whose mean becomes the detector's target
 LIVE_MIN_LABELLED = 10  # windows with fewer labelled traces do not move the detector
 IMPLICIT_MIN_IMPRESSIONS = 10  # a (query, document) pair shown fewer times gets no implicit grade
+
+# How long a nightly flow run may take before it ends Failed (its flow's timeout_seconds), and how
+# long `searcheval run --deployment` waits for one beyond that (queueing, start-up) by default.
+RUN_TIMEOUT_ENV = "SEARCHEVAL_RUN_TIMEOUT"
+RUN_TIMEOUT = 7200  # seconds; 0 in the environment: no timeout
+WAIT_MARGIN = 600  # seconds
+
+
+def run_timeout(environ=None) -> int | None:
+    """SEARCHEVAL_RUN_TIMEOUT in seconds (default RUN_TIMEOUT), None for 0 (no timeout)."""
+    import os
+
+    from searcheval.errors import InputError
+
+    raw = (os.environ if environ is None else environ).get(RUN_TIMEOUT_ENV)
+    if raw is None or not raw.strip():
+        return RUN_TIMEOUT
+    try:
+        seconds = int(raw)
+    except ValueError:
+        seconds = -1
+    if seconds < 0:
+        raise InputError(f"expected a whole number of seconds (0: no timeout), got {raw!r}",
+                         field=RUN_TIMEOUT_ENV)
+    return seconds or None

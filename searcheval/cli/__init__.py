@@ -34,6 +34,7 @@ from searcheval.cli.judgments import add_judgments, add_rate
 from searcheval.cli.production import add_live, add_queries
 from searcheval.cli.replay import add_replay, add_traces
 from searcheval.cli.run import add_run
+from searcheval.cli.runs import add_runs
 from searcheval.cli.score import add_score
 from searcheval.cli.serve import add_deployments, add_serve
 from searcheval.cli.server import add_server
@@ -42,7 +43,7 @@ from searcheval.cli.ui import add_ui
 from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError, exit_code
 
-COMMANDS: list[Callable] = [add_init, add_run, add_score, add_validate, add_baseline, add_history,
+COMMANDS: list[Callable] = [add_init, add_run, add_runs, add_score, add_validate, add_baseline, add_history,
                             add_benchmark, add_replay, add_traces, add_serve, add_deployments,
                             add_judgments, add_rate, add_diff, add_ui, add_server, add_queries,
                             add_live, add_tune]

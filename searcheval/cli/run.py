@@ -125,25 +125,122 @@ def print_refusal(exc: InputError, all_errors: bool) -> None:
               file=sys.stderr)
 
 
+#: every flag of `searcheval run` that `--deployment` does not send as the flow parameter of its
+#: name (`--set`: `overrides`), and why (issue 29): what the deployment's worker decides is
+#: refused, exit 2 naming the flag, never dropped; the rest shape this command only.
+#: tests/unit/test_deployment_options.py holds this table to the parser, so a new flag must be
+#: placed: a parameter (an option of RunRequest), refused, or local.
+REFUSED_ON_DEPLOYMENT = {
+    "database_url": "the deployment's worker decides the database (SEARCHEVAL_DATABASE_URL in "
+                    "its environment; a password is never a flow parameter)",
+    "task_runner": "the deployment's worker decides the task runner (SEARCHEVAL_TASK_RUNNER "
+                   "in its environment)",
+    "dask_address": "the deployment's worker decides the Dask cluster (SEARCHEVAL_DASK_ADDRESS "
+                    "in its environment)",
+}
+LOCAL_ON_DEPLOYMENT = {
+    "check": "checks the options here and stops: nothing is sent",
+    "all_errors": "how this command prints a refusal",
+    "debug": "tracebacks of this command (the worker's SEARCHEVAL_DEBUG for the flow run's)",
+    "quiet": "this command's output",
+    "deployment": "which deployment runs",
+    "timeout": "how long this command waits",
+    "help": "this command's help",
+}
+
+
+def deployment_flags(parser: argparse.ArgumentParser) -> dict[str, str]:
+    """Every flag's dest of the `run` parser -> `parameter NAME`, `refused` or `local`."""
+    table = {}
+    for action in parser._actions:  # argparse keeps no public list of its actions
+        dest = action.dest
+        if dest in REFUSED_ON_DEPLOYMENT:
+            table[dest] = "refused"
+        elif dest in LOCAL_ON_DEPLOYMENT:
+            table[dest] = "local"
+        else:
+            table[dest] = "parameter " + ("overrides" if dest == "set" else dest)
+    return table
+
+
+def refuse_for_deployment(args: argparse.Namespace) -> None:
+    """Every flag a deployment cannot take that was given, refused at once (the first is the
+    line printed; --all-errors prints the rest)."""
+    from searcheval.evaluation.preflight import Refused
+
+    problems = [InputError(f"not taken by --deployment: {why}; drop it, or run locally "
+                           "without --deployment", field=dest)
+                for dest, why in REFUSED_ON_DEPLOYMENT.items()
+                if getattr(args, dest, None) != args.parser.get_default(dest)]
+    if problems:
+        raise Refused(problems)
+
+
+def check_parameters(params: dict) -> None:
+    """What JSON cannot carry is refused rather than changed on the way (NaN and infinities
+    would reach the flow as null): the preflight refuses them already; this is the last guard."""
+    import math
+
+    for name, value in params.items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise InputError(f"expected a finite number, got {value!r}", field=name)
+
+
+def deployment_wait(args: argparse.Namespace) -> float | None:
+    """--timeout (0: no limit), else SEARCHEVAL_RUN_TIMEOUT plus a margin for queueing."""
+    if args.timeout is not None:
+        if args.timeout < 0:
+            raise InputError(f"expected seconds >= 0 (0: wait without a limit), got "
+                             f"{args.timeout:g}", field="timeout")
+        return args.timeout or None
+    run = defaults.run_timeout()
+    return None if run is None else run + defaults.WAIT_MARGIN
+
+
 def cmd_run_deployment(args: argparse.Namespace) -> int:
-    """On a deployment: only what the command line changed overrides its parameters (the flow
-    run checks them where it runs); its final message is the verdict."""
+    """On a deployment: every option checked here by the same preflight as a local run (a
+    refusal costs no flow run), then only what the command line changed overrides the
+    deployment's parameters (the flow run checks them again where it runs). The exit code is a
+    local run's: the flow run's verdict tag (flows/outcome.py); Crashed, Cancelled or still
+    running at the timeout: 3."""
+    wait = deployment_wait(args)
     remote = import_project_module("flows.remote")
-    given = flow_parameters(run_request(args), args)
+    try:
+        refuse_for_deployment(args)
+        request, found = check_run(args)
+    except InputError as exc:
+        print_refusal(exc, args.all_errors)
+        raise
+    given = flow_parameters(request, args)
+    if args.check:
+        print(f"inputs OK: {len(found.collection.resources)} resources; the deployment "
+              f"{args.deployment} was not started (--check)")
+        return EXIT_OK
     defaults_args = args.parser.parse_args([])
     unchanged = flow_parameters(run_request(defaults_args), defaults_args)
     params = {k: v for k, v in given.items() if v != unchanged.get(k)}
-    done = remote.run_on_deployment(args.deployment, params)
+    check_parameters(params)
+    done = remote.run_on_deployment(args.deployment, params, timeout=wait)
+    head = f"flow run {done.name} ({done.id}): {done.state.lower()}" + (
+        f", {done.url}" if done.url else "")
+    if not done.finished:
+        print_results(head, "(no verdict yet)")
+        print(f"searcheval: stopped waiting after {wait:g} s (--timeout): the flow run is still "
+              f"{done.state} on the server; if its worker is gone, `searcheval runs crash "
+              f"{done.id}` marks it Crashed", file=sys.stderr)
+        return EXIT_FAILED
     verdict = done.message.removeprefix("Flow run encountered an exception: ")
-    verdict = verdict.removeprefix("GateTripped: ")
-    print_results(f"flow run {done.name} ({done.id}): {done.state.lower()}"
-                  + (f", {done.url}" if done.url else ""), verdict or "(no verdict)")
-    if done.state == "COMPLETED":
-        return EXIT_OK
-    if verdict.startswith("gate tripped"):
-        return EXIT_TRIPPED
-    print(f"searcheval: the run failed: {' '.join(verdict.split())}", file=sys.stderr)
-    return EXIT_FAILED
+    for prefix in ("REFUSED: ", "GATE TRIPPED: ", "FAILED: ", "GateTripped: "):
+        verdict = verdict.removeprefix(prefix)
+    print_results(head, verdict or "(no verdict)")
+    code = done.exit_code
+    if code == EXIT_REFUSED:
+        print(f"searcheval: the flow run refused its input: {' '.join(verdict.split())}",
+              file=sys.stderr)
+    elif code == EXIT_FAILED:
+        print(f"searcheval: the run ended {done.state}: {' '.join(verdict.split())}",
+              file=sys.stderr)
+    return code
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -153,6 +250,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if args.deployment:
         return cmd_run_deployment(args)
+    if args.timeout is not None:  # never dropped silently (issue 29)
+        raise InputError("only with --deployment (a local run's limit is the flow's own "
+                         f"timeout, {defaults.RUN_TIMEOUT_ENV})", field="timeout")
     if args.debug:
         os.environ["SEARCHEVAL_DEBUG"] = "1"
     try:
@@ -324,5 +424,12 @@ def add_run(sub) -> None:
     p.add_argument("--deployment", metavar="NAME",
                    help="run on this deployment of the Prefect server (PREFECT_API_URL), e.g. "
                         "ranking-change, and wait: only the options given here override its "
-                        "parameters; prints the verdict and the flow run's address")
+                        "parameters (the worker's --database-url, --task-runner and --dask-address "
+                   "are refused); prints the verdict and the flow run's address, and exits as a "
+                   "local run would (3 when the run crashed or --timeout passed)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="with --deployment: stop waiting after SECONDS and exit 3 (the run goes "
+                        "on on the server); 0 waits without a limit (default: "
+                        f"{defaults.RUN_TIMEOUT_ENV}, else {defaults.RUN_TIMEOUT} s, plus "
+                        f"{defaults.WAIT_MARGIN} s)")
     p.set_defaults(handler=cmd_run, parser=p)

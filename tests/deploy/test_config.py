@@ -267,7 +267,8 @@ def test_the_three_automations_build_with_their_triggers():
     block = UUID(int=7)
     built = {a.name: a for a in automations.build_automations(specs, block)}
     assert set(built) == {"searcheval-nightly-failed", "searcheval-nightly-overdue",
-                          "searcheval-gate-tripped"}
+                          "searcheval-gate-tripped", "searcheval-stuck-run"}
+    built.pop("searcheval-stuck-run")  # acts on the run, notifies nobody: the next test
 
     failed = built["searcheval-nightly-failed"].trigger
     assert failed.posture == "Reactive"
@@ -302,7 +303,37 @@ def test_the_three_automations_build_with_their_triggers():
         assert automation.name.split("-")[0] in action.subject
     # without any block the automations still exist, and do nothing but show in the UI
     bare = automations.build_automations(specs, None)
-    assert {a.actions[0].type for a in bare} == {"do-nothing"}
+    assert {a.actions[0].type for a in bare if a.name != "searcheval-stuck-run"} == {"do-nothing"}
+
+
+def test_the_stuck_run_automation_crashes_a_deployment_run_three_heartbeats_after_its_last():
+    """Issue 29: a deployment's flow runs beat every 30 s (deploy/prefect.yaml's job variables,
+    the generated deployments, `searcheval serve`); 90 s without a beat, and neither a beat nor a
+    final state, and the run is marked Crashed, forced, whatever block notifies (it pages
+    through the failed-run automation's Crashed event, not itself)."""
+    import yaml
+
+    from searcheval.project import HEARTBEAT_ENV, HEARTBEAT_SECONDS
+
+    automations = load_script("automations")
+    specs = automations.load_automation_specs()
+    for block in (UUID(int=7), None):
+        [stuck] = [a for a in automations.build_automations(specs, block)
+                   if a.name == "searcheval-stuck-run"]
+        [action] = stuck.actions
+        assert (action.type, action.state.value, action.force) == (
+            "change-flow-run-state", "CRASHED", True)
+    trigger = stuck.trigger
+    assert trigger.posture == "Proactive"
+    assert trigger.after == {"prefect.flow-run.heartbeat"}
+    assert trigger.expect == {"prefect.flow-run.heartbeat"} | {
+        f"prefect.flow-run.{s}" for s in ("Completed", "Failed", "Crashed", "Cancelled")}
+    assert trigger.for_each == {"prefect.resource.id"}
+    assert trigger.within == timedelta(seconds=3 * HEARTBEAT_SECONDS) == timedelta(seconds=90)
+    related = [m.model_dump() for m in trigger.match_related]
+    assert {"prefect.resource.role": "deployment"} in related  # a local run is not watched
+    pool = yaml.safe_load((ROOT / "deploy" / "prefect.yaml").read_text())["definitions"]
+    assert pool["work_pool"]["job_variables"]["env"] == HEARTBEAT_ENV
 
 
 @pytest.mark.parametrize("entry, field", [
@@ -312,6 +343,9 @@ def test_the_three_automations_build_with_their_triggers():
     ("{name: x, trigger: {type: event, posture: Proactive, within: 5}, "
      "notify: {subject: s, body: b}}", "automations[0].trigger"),
     ("{name: x, trigger: {}, notify: {subject: s, body: b}, action: y}", "automations[0]"),
+    ("{name: x, trigger: {}, set_state: {state: GONE, message: m}}",
+     "automations[0].set_state.state"),
+    ("{name: x, trigger: {}, set_state: {state: CRASHED}}", "automations[0].set_state"),
 ])
 def test_a_broken_automation_is_refused_naming_file_and_field(tmp_path, entry, field):
     automations = load_script("automations")

@@ -190,23 +190,27 @@ def test_the_automations_are_applied_once_each_and_notify_through_the_webhook_bl
                                                                                  receiver):
     by_name = {a["name"]: a for a in stack.automations}
     assert sorted(by_name) == ["searcheval-gate-tripped", "searcheval-nightly-failed",
-                               "searcheval-nightly-overdue"]
-    assert len(stack.automations) == 3
+                               "searcheval-nightly-overdue", "searcheval-stuck-run"]
+    assert len(stack.automations) == 4
     # the gate automation records the trip, the flow pages it (one page per trip)
     assert by_name["searcheval-gate-tripped"]["actions"][0]["type"] == "do-nothing"
-    paging = [a for a in stack.automations if a["name"] != "searcheval-gate-tripped"]
+    # the stuck-run automation marks the run Crashed and notifies nobody itself (issue 29)
+    assert [a["type"] for a in by_name["searcheval-stuck-run"]["actions"]] == [
+        "change-flow-run-state"]
+    paging = [a for a in stack.automations
+              if a["name"] not in ("searcheval-gate-tripped", "searcheval-stuck-run")]
     blocks = {a["actions"][0]["block_document_id"] for a in paging}
     assert [a["actions"][0]["type"] for a in paging] == ["send-notification"] * 2
     [block_id] = blocks
     block = stack.server.api("GET", f"/block_documents/{block_id}")
     assert block["name"] == "searcheval-alert"
     assert "s3cret-token" not in json.dumps(block)  # the URL is a secret, never shown
-    # applying again updates in place: still three, same ids
+    # applying again updates in place: still four, same ids
     again = subprocess.run([sys.executable, "deploy/automations.py", "apply"], cwd=PROJECT,
                            env=stack.server.env(SEARCHEVAL_ALERT_WEBHOOK=receiver.url),
                            capture_output=True, text=True, timeout=60)
     assert again.returncode == 0, again.stderr
-    assert again.stdout.count("updated ") == 3
+    assert again.stdout.count("updated ") == 4
     after = stack.server.api("POST", "/automations/filter", {})
     assert sorted(a["id"] for a in after) == sorted(by_name[n]["id"] for n in by_name)
 

@@ -86,6 +86,9 @@ def test_a_tripped_gate_exits_1_with_the_verdict_last_and_no_traceback(flow_env,
     assert "**TRIPPED**" in (tmp_path / "out" / "report.md").read_text()
     run = latest_flow_run()
     assert run.state.is_failed() and "gate tripped" in run.state.message
+    # the flow run itself says which failure it was (issue 29): message prefix and tags
+    assert run.state.message.startswith("GATE TRIPPED: gate tripped for fused: mrr")
+    assert {"searcheval:verdict=tripped", f"searcheval:run={doc['run_id']}"} <= set(run.tags)
 
 
 def test_a_refusal_found_inside_the_flow_exits_2_last_line_no_traceback_flow_run_failed(
@@ -101,6 +104,8 @@ def test_a_refusal_found_inside_the_flow_exits_2_last_line_no_traceback_flow_run
                        "create it (prefect block create) or name another")
     run = latest_flow_run()
     assert run.state.is_failed() and "slack-webhook/nobody" in run.state.message
+    assert run.state.message.startswith("REFUSED: field 'alert_block': no Prefect block")
+    assert "searcheval:verdict=refused" in run.tags
     assert run_count(flow_env) == before and not (tmp_path / "out").exists()
     assert webhook.bodies == []  # a manual run's refusal pages nobody
 
@@ -138,6 +143,9 @@ def test_a_run_without_a_gate_on_purpose_says_not_gated_everywhere(flow_env, tmp
     assert doc["gate"] == {"passed": None, "tripped": [], "status": "NOT GATED",
                            "reason": "no baseline on purpose (no_baseline)"}
     assert "**NOT GATED**" in (tmp_path / "out" / "report.md").read_text()
+    run = latest_flow_run()
+    assert run.state.is_completed() and run.state.message.startswith("gate: NOT GATED")
+    assert {"searcheval:verdict=passed", f"searcheval:run={doc['run_id']}"} <= set(run.tags)
 
 
 def test_the_flow_called_directly_refuses_nan_tolerance_and_ends_failed(flow_env, tmp_path):
@@ -148,7 +156,7 @@ def test_the_flow_called_directly_refuses_nan_tolerance_and_ends_failed(flow_env
     state = nightly(fixtures=str(ROOT / "fixtures"), baseline=str(ROOT / "baseline.json"),
                     tolerance=float("nan"), output=str(tmp_path / "out"), return_state=True)
     assert state.is_failed()
-    assert "tolerance" in state.message
+    assert "tolerance" in state.message and state.message.startswith("REFUSED: ")
     assert run_count(flow_env) == before and not (tmp_path / "out").exists()
     # a baseline that gates a configuration the run leaves out: refused, never an open gate
     state = nightly(fixtures=str(ROOT / "fixtures"), baseline=str(ROOT / "baseline.json"),
