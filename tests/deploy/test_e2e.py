@@ -159,7 +159,7 @@ def tripped_run(stack, ranking_change_run):
     except subprocess.TimeoutExpired:
         process.kill()
         pytest.fail(f"searcheval run --deployment still running:\n{stack.worker.tail()}")
-    match = re.search(r"^flow run \S+ \(([0-9a-f-]{36})\)", out)
+    match = re.search(r"^flow run .+? \(([0-9a-f-]{36})\)", out)
     assert match, (out, err)
     run = wait_final(stack.server, match.group(1), stack.worker)
     return run, output, process.returncode, out, err
