@@ -293,7 +293,10 @@ def test_run_benchmark_times_whole_runs_and_where_their_time_goes():
     by_name = {stage[0]: stage for stage in stages}
     server = by_name["Prefect server: reached (or started)"]
     assert float(server[1]) > float(server[2])  # the cold run started it, the warm one reused it
-    assert server[3] == ""  # the temporary run's server starts inside its flow run
+    # the temporary run reaches no server before its flow (Prefect starts one inside the flow
+    # run), and starting it costs the temporary run more than the warm one's reuse
+    assert float(server[3]) < 0.5
+    assert figures["temporary"]["wall_s"] > median["wall_s"]
     assert float(by_name["tasks search: every configuration's shards"][2]) > 0
     goals = figures["goals"]
     assert goals["warm <= 8 s"] == (figures["warm_s"] <= 8)  # the fixtures: `make run`'s goal
