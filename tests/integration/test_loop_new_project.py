@@ -38,7 +38,6 @@ import math
 import os
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -50,32 +49,16 @@ import httpx
 import pytest
 import yaml
 
+from tests.user_machine import user_machine
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SEARCHEVAL = str(Path(sys.executable).parent / "searcheval")
 CRANFIELD = Path("/work/shared/datasets/cranfield")
 if not CRANFIELD.is_dir():  # the shared datasets sit beside the checkout (../shared/datasets)
     CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"
-FIXTURES = ROOT / "fixtures"
 QUERIES = 12  # max_queries: the first 12 judged queries of Cranfield's 225 (seconds, not minutes)
 
-SITECUSTOMIZE = '''
-import os, sys
-_watched = os.environ.get("SEARCHEVAL_TEST_WATCH")
-_log = os.environ.get("SEARCHEVAL_TEST_WATCH_LOG")
-if _watched and _log:
-    def _hook(event, args, _w=_watched, _l=_log):
-        if event in ("open", "os.listdir", "os.scandir") and args and args[0] is not None:
-            try:
-                path = os.path.abspath(os.fsdecode(args[0])) if not isinstance(args[0], int) \\
-                    else None
-            except Exception:
-                return
-            if path and (path == _w or path.startswith(_w + os.sep)):
-                with open(_l, "a") as f:  # opens the log, not a watched path: no recursion
-                    f.write(f"{os.getpid()} {event} {path}\\n")
-    sys.addaudithook(_hook)
-'''
 
 GUIDELINE = """# Cranfield grading guideline (acme, version 1)
 
@@ -162,24 +145,10 @@ def loop(new_database, session_prefect_server, tmp_path_factory):
     a database of this module's own, the engine running; and the loop's state, filled step by
     step."""
     base = tmp_path_factory.mktemp("loop")
-    code = base / "searcheval-code"  # flows/ and tasks/: what `searcheval run` imports
-    for folder in ("flows", "tasks"):
-        shutil.copytree(ROOT / folder, code / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    lib = base / "lib"
-    lib.mkdir()
-    (lib / "searcheval").symlink_to(ROOT / "searcheval")
-    (lib / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    watch_log = base / "fixtures-reads.log"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PREFECT_") and not k.startswith("SEARCHEVAL_")}
-    env.update(PYTHONPATH=str(lib), SEARCHEVAL_PROJECT=str(code),
-               PREFECT_HOME=str(base / "prefect-home"),
-               PREFECT_API_URL=session_prefect_server["api_url"],
-               PREFECT_SERVER_ANALYTICS_ENABLED="false", HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", COLUMNS="200",
-               SEARCHEVAL_DATABASE_URL=new_database("loop_new_project"),
-               SEARCHEVAL_TEST_WATCH=str(FIXTURES), SEARCHEVAL_TEST_WATCH_LOG=str(watch_log))
+    env, watch_log = user_machine(base)
+    env.update(PREFECT_API_URL=session_prefect_server["api_url"],
+               PREFECT_SERVER_ANALYTICS_ENABLED="false", COLUMNS="200",
+               SEARCHEVAL_DATABASE_URL=new_database("loop_new_project"))
     project = base / "acme"
     project.mkdir()
     engine = Engine(base)

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -28,31 +26,15 @@ import httpx
 import pytest
 import yaml
 
+from tests.user_machine import user_machine
+
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
 SEARCHEVAL = str(Path(sys.executable).parent / "searcheval")
 CRANFIELD = Path("/work/shared/datasets/cranfield")
 if not CRANFIELD.is_dir():  # the shared datasets sit beside the checkout (../shared/datasets)
     CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"
-FIXTURES = ROOT / "fixtures"
 
-SITECUSTOMIZE = '''
-import os, sys
-_watched = os.environ.get("SEARCHEVAL_TEST_WATCH")
-_log = os.environ.get("SEARCHEVAL_TEST_WATCH_LOG")
-if _watched and _log:
-    def _hook(event, args, _w=_watched, _l=_log):
-        if event in ("open", "os.listdir", "os.scandir") and args and args[0] is not None:
-            try:
-                path = os.path.abspath(os.fsdecode(args[0])) if not isinstance(args[0], int) \\
-                    else None
-            except Exception:
-                return
-            if path and (path == _w or path.startswith(_w + os.sep)):
-                with open(_l, "a") as f:  # opens the log, not a watched path: no recursion
-                    f.write(f"{os.getpid()} {event} {path}\\n")
-    sys.addaudithook(_hook)
-'''
 
 GUIDELINE = """# Cranfield grading guideline (team version 2)
 
@@ -67,21 +49,8 @@ def world(new_database, tmp_path_factory):
     """The user's machine: searcheval's code without fixtures/, a PYTHONPATH holding only the
     library and the audit hook, a private PREFECT_HOME, a database of this module's own."""
     base = tmp_path_factory.mktemp("project-e2e")
-    code = base / "searcheval-code"  # flows/ and tasks/: what `searcheval run` imports
-    for folder in ("flows", "tasks"):
-        shutil.copytree(ROOT / folder, code / folder,
-                        ignore=shutil.ignore_patterns("__pycache__"))
-    lib = base / "lib"
-    lib.mkdir()
-    (lib / "searcheval").symlink_to(ROOT / "searcheval")
-    (lib / "sitecustomize.py").write_text(SITECUSTOMIZE)
-    watch_log = base / "fixtures-reads.log"
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith("PREFECT_") and not k.startswith("SEARCHEVAL_")}
-    env.update(PYTHONPATH=str(lib), SEARCHEVAL_PROJECT=str(code),
-               PREFECT_HOME=str(base / "prefect-home"), HF_HUB_OFFLINE="1",
-               TRANSFORMERS_OFFLINE="1", SEARCHEVAL_DATABASE_URL=new_database("project_e2e"),
-               SEARCHEVAL_TEST_WATCH=str(FIXTURES), SEARCHEVAL_TEST_WATCH_LOG=str(watch_log))
+    env, watch_log = user_machine(base)
+    env.update(SEARCHEVAL_DATABASE_URL=new_database("project_e2e"))
     project = base / "acme"
     project.mkdir()
     return {"env": env, "project": project, "watch_log": watch_log, "base": base}
