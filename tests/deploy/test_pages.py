@@ -41,7 +41,9 @@ def apply(server: PrefectServer, *args: str, webhook: str | None = None
 
 
 def actions(server: PrefectServer) -> dict[str, dict]:
-    return {a["name"]: a["actions"][0] for a in server.api("POST", "/automations/filter", {})}
+    """The first action of each automation that notifies (the stuck-run one changes a state)."""
+    return {a["name"]: a["actions"][0] for a in server.api("POST", "/automations/filter", {})
+            if a["actions"][0]["type"] != "change-flow-run-state"}
 
 
 def run_flow(server: PrefectServer, env: dict[str, str], **parameters) -> tuple[dict, str]:
