@@ -47,5 +47,8 @@ def user_machine(base: Path) -> tuple[dict[str, str], Path]:
     env.update(PYTHONPATH=str(lib), SEARCHEVAL_PROJECT=str(code),
                PREFECT_HOME=str(base / "prefect-home"), HF_HUB_OFFLINE="1",
                TRANSFORMERS_OFFLINE="1", SEARCHEVAL_TEST_WATCH=str(FIXTURES),
+               # no Prefect server kept in the project folder after the session (a test that
+               # names its server in PREFECT_API_URL uses that one instead)
+               SEARCHEVAL_PREFECT_SERVER="temporary",
                SEARCHEVAL_TEST_WATCH_LOG=str(watch_log))
     return env, watch_log
