@@ -158,50 +158,17 @@ def session_prefect_server(tmp_path_factory):
     their own to talk to (`searcheval serve`, flow runs that report to it). Yields
     `{"url", "api_url", "home"}`; stopped (its whole process group) when the session ends.
     tests/deploy starts its own per module: its tests count the deployments of their server."""
-    import os
-    import signal
-    import socket
-    import subprocess
     import sys
-    import time
-    import urllib.request
+
+    from tests.deploy.deploy_support import ROOT, Process, free_port, prefect_env, wait_healthy
 
     home = tmp_path_factory.mktemp("session-prefect-home")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PREFECT_")}
-    env.update(PREFECT_HOME=str(home), PREFECT_SERVER_ANALYTICS_ENABLED="false",
-               PREFECT_UI_ENABLED="false", PREFECT_API_URL=f"{url}/api")
-    log = open(home / "server.log", "wb")
-    process = subprocess.Popen([sys.executable, "-m", "prefect", "server", "start", "--host",
-                                "127.0.0.1", "--port", str(port)], stdout=log,
-                               stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    url = f"http://127.0.0.1:{free_port()}"
+    process = Process([sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
+                       "--port", url.rsplit(":", 1)[1]], home / "server.log",
+                      prefect_env(home, f"{url}/api", PREFECT_UI_ENABLED="false"), ROOT)
     try:
-        deadline = time.monotonic() + 90
-        while True:
-            if process.poll() is not None:
-                pytest.fail(f"prefect server exited {process.returncode}:\n"
-                            f"{(home / 'server.log').read_text()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail("prefect server not healthy after 90 s:\n"
-                            f"{(home / 'server.log').read_text()[-3000:]}")
-            time.sleep(0.25)
+        wait_healthy(url, process)
         yield {"url": url, "api_url": f"{url}/api", "home": home}
     finally:
-        try:
-            os.killpg(process.pid, signal.SIGTERM)
-            process.wait(15)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(15)
-        except ProcessLookupError:
-            pass
-        log.close()
+        process.stop()

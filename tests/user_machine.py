@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = ROOT / "fixtures"
+SEARCHEVAL = str(Path(sys.executable).parent / "searcheval")  # the CLI a user runs
+CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"  # a team's own BEIR dataset
 
 SITECUSTOMIZE = '''
 import os, sys

@@ -447,7 +447,7 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     with bounded_client(headers=headers, concurrency=connections,
                         read_timeout=p["timeout_s"]) as client:
 
-        breaker = Breaker(getattr(configuration, "fail_fast_after", 0))
+        breaker = Breaker(configuration.fail_fast_after)
 
         def one(query: Query):
             if breaker.open:  # the service is down: fail fast, never a long wait per query

@@ -120,7 +120,7 @@ def run_python(configuration, context: RunContext, queries: Sequence[Query], que
     lock = threading.Lock()
     # a retriever that fails every call (its index missing, its backend down) fails fast, as an
     # unreachable service does: after `fail_fast_after` failures in a row, none answered
-    breaker = Breaker(getattr(configuration, "fail_fast_after", 0), what="the ranker")
+    breaker = Breaker(configuration.fail_fast_after, what="the ranker")
 
     def one(query: Query):
         if breaker.open:

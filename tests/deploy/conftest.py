@@ -5,9 +5,6 @@ and serve subprocesses, and a loopback webhook receiver (the browser is the shar
 
 from __future__ import annotations
 
-import time
-import urllib.request
-
 import pytest
 from deploy_support import (
     ROOT,
@@ -16,6 +13,7 @@ from deploy_support import (
     Process,
     free_port,
     prefect_env,
+    wait_healthy,
 )
 from webhook_receiver import Receiver
 
@@ -36,19 +34,7 @@ def prefect_server(tmp_path_factory, request):
                       home / "server.log", env, ROOT)
     try:
         request.getfixturevalue("database_url")
-        deadline = time.monotonic() + 90
-        while True:
-            if not process.alive():
-                pytest.fail(f"prefect server exited {process.popen.returncode}:\n{process.tail()}")
-            try:
-                with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"prefect server not healthy after 90 s:\n{process.tail()}")
-            time.sleep(0.25)
+        wait_healthy(url, process)
         yield PrefectServer(url=url, api_url=f"{url}/api", home=home, process=process)
     finally:
         process.stop()

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +53,24 @@ class Process:
             except ProcessLookupError:
                 pass
         self._fh.close()
+
+
+def wait_healthy(url: str, process: Process, timeout: float = 90) -> None:
+    """Until the Prefect server at `url` answers its health check; fails the test with the
+    server's log when it exits or does not answer within `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if not process.alive():
+            pytest.fail(f"prefect server exited {process.popen.returncode}:\n{process.tail()}")
+        try:
+            with urllib.request.urlopen(f"{url}/api/health", timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"prefect server not healthy after {timeout:g} s:\n{process.tail()}")
+        time.sleep(0.25)
 
 
 def prefect_env(home: Path, api_url: str, **extra: str) -> dict[str, str]:

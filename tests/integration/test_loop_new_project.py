@@ -35,10 +35,8 @@ from __future__ import annotations
 import csv
 import json
 import math
-import os
 import re
 import shlex
-import signal
 import socket
 import subprocess
 import sys
@@ -49,14 +47,11 @@ import httpx
 import pytest
 import yaml
 
-from tests.user_machine import user_machine
+from tests.deploy.deploy_support import Process
+from tests.user_machine import CRANFIELD, SEARCHEVAL, user_machine
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
-SEARCHEVAL = str(Path(sys.executable).parent / "searcheval")
-CRANFIELD = Path("/work/shared/datasets/cranfield")
-if not CRANFIELD.is_dir():  # the shared datasets sit beside the checkout (../shared/datasets)
-    CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"
 QUERIES = 12  # max_queries: the first 12 judged queries of Cranfield's 225 (seconds, not minutes)
 
 
@@ -481,9 +476,7 @@ def test_12_the_served_ranking_change_deployment_completes_with_the_projects_art
     prefect = loop["prefect"]
     api = prefect["api_url"]
     log = loop["base"] / "serve.log"
-    with open(log, "wb") as out:
-        serve = subprocess.Popen([SEARCHEVAL, "serve"], cwd=loop["project"], env=loop["env"],
-                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    serve = Process([SEARCHEVAL, "serve"], log, loop["env"], loop["project"])
     try:
         deadline = time.monotonic() + 120
         deployment = None
@@ -492,7 +485,7 @@ def test_12_the_served_ranking_change_deployment_completes_with_the_projects_art
                 "tags": {"all_": ["acme"]}}}, timeout=10).json()
             deployment = next((d for d in found if d["name"] == "ranking-change"
                                and d.get("last_polled")), None)
-            if serve.poll() is not None or time.monotonic() > deadline:
+            if not serve.alive() or time.monotonic() > deadline:
                 pytest.fail(f"searcheval serve registered nothing:\n{log.read_text()[-4000:]}")
             time.sleep(0.5)
         assert deployment["parameters"]["dataset"] == "cranfield"
@@ -513,14 +506,7 @@ def test_12_the_served_ranking_change_deployment_completes_with_the_projects_art
         assert {"acme-metrics", "acme-report"} <= keys, keys
         assert all(key.startswith("acme-") for key in keys), keys
     finally:
-        try:
-            os.killpg(serve.pid, signal.SIGTERM)
-            serve.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(serve.pid, signal.SIGKILL)
-            serve.wait(30)
-        except ProcessLookupError:
-            pass
+        serve.stop(timeout=30)
 
 
 def test_13_no_command_of_the_loop_read_the_fixtures(loop):

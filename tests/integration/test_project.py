@@ -18,22 +18,15 @@ import json
 import shlex
 import socket
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import httpx
 import pytest
 import yaml
 
-from tests.user_machine import user_machine
+from tests.user_machine import CRANFIELD, SEARCHEVAL, user_machine
 
 pytestmark = pytest.mark.slow
-ROOT = Path(__file__).resolve().parents[2]
-SEARCHEVAL = str(Path(sys.executable).parent / "searcheval")
-CRANFIELD = Path("/work/shared/datasets/cranfield")
-if not CRANFIELD.is_dir():  # the shared datasets sit beside the checkout (../shared/datasets)
-    CRANFIELD = ROOT.parent / "shared" / "datasets" / "cranfield"
 
 
 GUIDELINE = """# Cranfield grading guideline (team version 2)
