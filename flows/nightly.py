@@ -97,7 +97,7 @@ def run_kind() -> str:
 # The parameters are RunRequest's options (searcheval.evaluation.preflight), with the same
 # defaults and, in the docstring's Args, the same help: tests/unit/test_run_options.py.
 @flow(name="searcheval-nightly", log_prints=True, task_runner=task_runner_from_settings(),
-      timeout_seconds=outcome.run_timeout())
+      timeout_seconds=defaults.run_timeout())
 @outcome.final_state  # REFUSED: / GATE TRIPPED: / FAILED: and the verdict tag (flows/outcome.py)
 def nightly(
     fixtures: str | None = None,

@@ -28,7 +28,6 @@ import functools
 import logging
 import os
 
-from searcheval import defaults
 from searcheval.errors import EXIT_FAILED, EXIT_OK, EXIT_REFUSED, EXIT_TRIPPED, exit_code
 
 VERDICT_TAG = "searcheval:verdict="
@@ -39,13 +38,6 @@ EXIT_OF = {"passed": EXIT_OK, "tripped": EXIT_TRIPPED, "refused": EXIT_REFUSED,
 VERDICT_OF = {code: verdict for verdict, code in EXIT_OF.items()}
 #: verdict -> how the final state's message starts
 PREFIX = {"tripped": "GATE TRIPPED: ", "refused": "REFUSED: ", "failed": "FAILED: "}
-
-
-def run_timeout() -> int | None:
-    """The flow's timeout_seconds: SEARCHEVAL_RUN_TIMEOUT of the process that loads the flow
-    (the worker's environment), default 7200 s; 0 for none. A run past it ends Failed
-    (`FAILED: ... timeout ...`)."""
-    return defaults.run_timeout()
 
 
 def verdict_of(exc: BaseException | None) -> str:
@@ -86,27 +78,6 @@ def verdict_of_run(state_type: str, message: str, tags: list[str] | tuple[str, .
     return "failed"
 
 
-def tag_flow_run(*tags: str) -> None:
-    """Add `tags` to the current flow run (its own tags and its deployment's stay). Never fails
-    the run: a tag the server did not take is logged."""
-    from prefect.client.orchestration import get_client
-    from prefect.context import FlowRunContext
-
-    context = FlowRunContext.get()
-    run = getattr(context, "flow_run", None)
-    if run is None:
-        return
-    try:
-        with get_client(sync_client=True) as client:
-            current = client.read_flow_run(run.id).tags or []
-            wanted = [t for t in tags if t not in current]
-            if wanted:
-                client.update_flow_run(run.id, tags=[*current, *wanted])
-    except Exception as exc:  # noqa: BLE001 - the verdict stands without its tag
-        logging.getLogger(__name__).warning("flow run %s not tagged %s: %s", run.id,
-                                            ", ".join(tags), exc)
-
-
 def run_logger():
     from prefect import get_run_logger
     from prefect.exceptions import MissingContextError
@@ -138,6 +109,8 @@ def final_state(fn):
 def _run_with_outcome(fn, args, kwargs):
     from prefect.states import Failed, State
 
+    from tasks.evaluation import tag_flow_run  # how the nightly tags its runs; never fails it
+
     try:
         result = fn(*args, **kwargs)
     except Exception as exc:  # noqa: BLE001 - every outcome becomes the run's final state
@@ -146,8 +119,8 @@ def _run_with_outcome(fn, args, kwargs):
             run_logger().error("the run failed: %s", describe(exc), exc_info=exc)
         elif os.environ.get("SEARCHEVAL_DEBUG"):
             run_logger().error("the run ended %s", verdict, exc_info=exc)
-        tag_flow_run(VERDICT_TAG + verdict)
+        tag_flow_run([VERDICT_TAG + verdict])
         return Failed(message=final_message(exc), data=exc)
     failed = isinstance(result, State) and not result.is_completed()
-    tag_flow_run(VERDICT_TAG + ("failed" if failed else "passed"))
+    tag_flow_run([VERDICT_TAG + ("failed" if failed else "passed")])
     return result
