@@ -488,9 +488,7 @@ def send_alert(alert: Alert, block: str | None) -> dict:
     if not delivered:
         logger.warning("alert not delivered: set SEARCHEVAL_ALERT_WEBHOOK or the alert_block "
                        "parameter. %s", alert.body())
-    elif "failed" in delivered.values():
-        pass  # logged above; the failed-run automation is the fallback
-    else:
+    elif "failed" not in delivered.values():  # a failure is logged above; the failed-run
         logger.warning("alert sent (%s): %s", ", ".join(delivered), alert.subject)
-        mark_alerted()
+        mark_alerted()  # automation pages a run that is not marked
     return delivered
