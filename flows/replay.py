@@ -23,11 +23,14 @@ from searcheval.errors import InputError, ThresholdsMissed
 from searcheval.evaluation.alerts import Alert
 from searcheval.replay.compose import new_replay_id, plan_replay
 from searcheval.replay.report import missed_message, replay_alert, replay_document, replay_text
+from flows import outcome
 from flows.parameters import MetricNames
 from tasks import replay as t
+from tasks.evaluation import run_tag, tag_flow_run
 
 
-@flow(name="searcheval-replay", log_prints=True)
+@flow(name="searcheval-replay", log_prints=True, timeout_seconds=defaults.run_timeout())
+@outcome.final_state  # REFUSED: / GATE TRIPPED: / FAILED: and the verdict tag, as the nightly's
 def replay(
     traces: str | None = None,
     traces_b: str | None = None,
@@ -96,6 +99,7 @@ def replay(
     logger = get_run_logger()
     run_id = new_replay_id()
     started = datetime.now(timezone.utc)
+    tag_flow_run([run_tag(run_id)])  # the run id of the alerts and the history finds the flow run
     try:
         plan = plan_replay(
             traces=traces, traces_b=traces_b, from_db=from_db, since=since, until=until,

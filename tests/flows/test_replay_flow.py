@@ -43,6 +43,16 @@ def artifacts_of(flow_run_id) -> dict[str, object]:
     return {a.key: a for a in anyio.run(read)}
 
 
+def flow_run_of(state):
+    from prefect.client.orchestration import get_client
+
+    async def read():
+        async with get_client() as client:
+            return await client.read_flow_run(state.state_details.flow_run_id)
+
+    return anyio.run(read)
+
+
 def history(url: str, run_id: str) -> tuple[list[dict], dict[tuple, dict]]:
     with database.connect(url) as conn:
         runs = [r for r in store.last_replay_runs(conn, 100) if r["run_id"] == run_id]
@@ -68,6 +78,12 @@ def test_coverage_under_the_minimum_fails_the_run_alerts_and_publishes(flow_env,
     # the alert, through the nightly flow's channel
     alerts = [b for b in webhook.bodies if b["run_id"] == doc["run_id"]]
     assert len(alerts) == 1
+    # the outcome is said as the nightly says it (flows/outcome.py): prefix and tags
+    assert state.message.startswith("GATE TRIPPED: ")
+    assert "coverage" in state.message
+    tags = flow_run_of(state).tags
+    assert "searcheval:verdict=tripped" in tags
+    assert f"searcheval:run={doc['run_id']}" in tags
     reason = alerts[0]["reasons"][0]
     assert (reason["kind"], reason["segment"], reason["value"], reason["floor"]) == \
         ("coverage", ALL, 30 / 40, 0.8)
@@ -144,6 +160,8 @@ def test_refused_input_alerts_and_writes_nothing(flow_env, webhook, tmp_path):
     assert state.is_failed()
     exc = state.result(raise_on_failure=False)
     assert isinstance(exc, InputError) and "missing.jsonl: file not found" in str(exc)
+    assert state.message.startswith("REFUSED: ")
+    assert "searcheval:verdict=refused" in flow_run_of(state).tags
     assert [r["kind"] for b in webhook.bodies for r in b["reasons"]] == ["validation"]
     with database.connect(flow_env) as conn:
         assert len(store.last_replay_runs(conn, 1000)) == before
