@@ -399,7 +399,9 @@ def conclude(result: EvaluationResult, published: dict, output: str | None,
                                            diff["b"]["configuration"]))
         t.send_alert(alert, alert_block)
     if result.incomplete:
-        raise RunIncomplete(pipeline.incomplete_message(result.failures), table)
+        # printed without a verdict line: a run that is not gated at all says so under its table
+        raise RunIncomplete(pipeline.incomplete_message(result.failures),
+                            table if verdict is not None else f"{table}\n{result.gate_line()}")
     if verdict is not None and not verdict.passed:
         emit_gate_event(result)  # for the `searcheval-gate-tripped` automation
         raise GateTripped(f"gate tripped for {verdict.configuration}: "

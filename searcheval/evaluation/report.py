@@ -226,7 +226,8 @@ def _fmt(value: float | None, digits: int = 3) -> str:
 
 
 def console_table(result: EvaluationResult) -> str:
-    """The table `make run` prints."""
+    """The table `make run` prints, before the verdict line (`verdict_line`): the gate's status
+    is said there, once."""
     width = max([15] + [len(name) + 2 for name in result.scores])  # a long name keeps columns
     header = f"{'configuration':<{width}}" + "".join(f"{label:<11}" for label, _ in TABLE_METRICS) \
         + f"{'p95 ms':<8}"
@@ -254,8 +255,7 @@ def console_table(result: EvaluationResult) -> str:
         f = result.failures["configurations"][name]
         lines.append(f"  incomplete: {name} failed {f['failed']} of {f['queries']} queries "
                      f"(allowed {f['allowed']}): not gated")
-    if result.gate is None:
-        lines.append(result.gate_line())
+    # a run without a gate says so once, in the verdict line printed after the table
     if result.gate is not None:
         for note in result.gate.notes(console=True):  # moved for another reason than ranking
             lines.append(f"  {note}")

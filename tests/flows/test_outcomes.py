@@ -139,6 +139,9 @@ def test_a_run_without_a_gate_on_purpose_says_not_gated_everywhere(flow_env, tmp
     captured = capsys.readouterr()
     assert code == 0
     assert "gate: NOT GATED (no baseline on purpose (no_baseline))" in captured.out
+    # said once on stdout: in the verdict line under the table, which ends with the report
+    assert captured.out.count("NOT GATED") == 1
+    assert captured.out.rstrip().splitlines()[-1].startswith("gate: NOT GATED")
     doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert doc["gate"] == {"passed": None, "tripped": [], "status": "NOT GATED",
                            "reason": "no baseline on purpose (no_baseline)"}
