@@ -3,11 +3,11 @@
 
 The dict engine (`searcheval.metrics.engine.evaluate`) spends most of its time on Python's side:
 checking every id and score of the run, reading the scores out, then ranking in numpy. Here each
-of the run's items is touched as few times as Python allows, each pass in C (`map`, `chain`,
-`np.fromiter`), a block of queries at a time so that the second and third pass over a block find
-its objects still in the processor's cache; then the judged documents' scores are looked up
-(one `dict.get` per judgment, not per row) and their ranks counted by a small compiled loop, and
-the metrics come from the compiled path's loop (`searcheval.metrics.kernel._metrics`).
+of the run's items is touched three times, each pass in C (`map`, `chain`, `np.fromiter`): the
+ids' types, the scores' types, the scores (each pass about what Python takes to iterate the
+dicts at all, the floor of any dict input); then the judged documents' scores are looked up (one
+`dict.get` per judgment, not per row), their ranks counted by a small compiled loop, and the
+metrics come from the compiled path's loop (`searcheval.metrics.kernel._metrics`).
 
 Same inputs, same answers as the dict engine: a run this path does not take as it is (a key that
 is not a str, a score that is not a finite int or float, an empty id, too few rows to be worth
@@ -28,9 +28,6 @@ from numba import njit, prange
 
 from searcheval.metrics.engine import Evaluation, Metric, Settings
 
-# Rows checked and read a block at a time (about a few MB of Python objects: the second and the
-# third pass over a block find them in the cache).
-BLOCK_ROWS = 50_000
 # scores read as they are (numpy's float64 is a float; the dict engine takes the same three)
 SCORE_TYPES = {float, int, np.float64}
 
@@ -73,21 +70,13 @@ def scores(run: dict) -> tuple[np.ndarray, np.ndarray] | None:
     lengths = np.fromiter(map(len, rankings), dtype=np.int64, count=len(rankings))
     starts = np.zeros(len(rankings) + 1, dtype=np.int64)
     np.cumsum(lengths, out=starts[1:])
-    out = np.empty(int(starts[-1]), dtype=np.float64)
-    key_types: set = set()
-    value_types: set = set()
-    # blocks of whole queries of about BLOCK_ROWS rows
-    cuts = np.unique(np.searchsorted(starts, np.arange(0, starts[-1], BLOCK_ROWS))).tolist()
-    for a, b in zip(cuts, [*cuts[1:], len(rankings)]):
-        block = rankings[a:b]
-        key_types.update(map(type, chain.from_iterable(block)))
-        value_types.update(map(type, chain.from_iterable(map(dict.values, block))))
-        try:
-            out[starts[a]:starts[b]] = np.fromiter(
-                chain.from_iterable(map(dict.values, block)), dtype=np.float64,
-                count=int(starts[b] - starts[a]))
-        except (TypeError, ValueError, OverflowError):  # a str, or an int past float's range
-            return None
+    key_types = set(map(type, chain.from_iterable(rankings)))
+    value_types = set(map(type, chain.from_iterable(map(dict.values, rankings))))
+    try:
+        out = np.fromiter(chain.from_iterable(map(dict.values, rankings)), dtype=np.float64,
+                          count=int(starts[-1]))
+    except (TypeError, ValueError, OverflowError):  # a str, or an int past float's range
+        return None
     if not key_types <= {str} or not value_types <= SCORE_TYPES or \
             not np.isfinite(out).all():
         return None
