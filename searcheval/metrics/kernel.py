@@ -705,7 +705,9 @@ def _metrics_block(i0, i1, chosen, starts, grades, rank, returned, kinds, cutoff
                 for j in range(j0, j1):
                     g = grades[j]
                     if g > 0:
-                        gain = (2.0 ** g - 1.0) if exponential else float(g)
+                        # 2^g - 1 as an integer shift (exact, as 2.0 ** g - 1.0 is) below 63
+                        gain = (float((1 << g) - 1) if g < 63 else 2.0 ** g - 1.0) \
+                            if exponential else float(g)
                         buf[g_n] = -gain
                         g_n += 1
                         if rank[j] < cut:
