@@ -9,10 +9,11 @@ dicts at all, the floor of any dict input); then the judged documents' scores ar
 `dict.get` per judgment, not per row), their ranks counted by a small compiled loop, and the
 metrics come from the compiled path's loop (`searcheval.metrics.kernel._metrics`).
 
-Same inputs, same answers as the dict engine: a run this path does not take as it is (a key that
-is not a str, a score that is not a finite int or float, an empty id, too few rows to be worth
-loading numba) returns None, and the caller takes the dict engine, which converts or refuses
-with its clear error. Ranks follow the engine's order: score descending, ties by document id
+Same inputs, same answers as the dict engine (to 1e-12: the compiled loop adds in another order):
+a run this path does not take as it is (a key that is not a str, a score that is not a finite int
+or float, an empty id) returns None, and the caller takes the dict engine, which converts or
+refuses with its clear error. Runs too small to be worth loading numba never come here
+(`searcheval.metrics.api.COMPILED_ROWS`). Ranks follow the engine's order: score descending, ties by document id
 descending (only judged documents whose score another document shares are ranked in Python).
 """
 
