@@ -21,6 +21,34 @@ from searcheval.metrics.engine import evaluate as engine_evaluate
 from searcheval.metrics.stats import sign_flip_pvalues
 
 
+# Dict runs of fewer rows go the dict engine (`searcheval.metrics.engine`); larger ones the dict
+# path at scale (`searcheval.metrics.dicts`, compiled with numba, whose first load costs more than
+# it saves on a small run).
+COMPILED_ROWS = 20_000
+
+
+def _rows(run: Any) -> int:
+    """The rows of a run given as a dict of dicts (0 for anything else)."""
+    if not isinstance(run, dict) or not run:
+        return 0
+    try:
+        return sum(map(len, run.values()))
+    except TypeError:  # a value without a length: the dict engine refuses it
+        return 0
+
+
+def _dict_evaluate(qrels: dict, prepared, run: Any, specs, settings: Settings,
+                   complete: bool | None):
+    """`run` through the dict path at scale when it is a large dict (`prepared`: the judgments
+    read by `dicts.prepare`, or None to read them here); None when it goes the dict engine."""
+    if _rows(run) < COMPILED_ROWS:
+        return None
+    from searcheval.metrics import dicts
+
+    return dicts.evaluate(prepared if prepared is not None else dicts.prepare(qrels), run, specs,
+                          settings, complete=complete)
+
+
 def _settings(conventions: dict[str, Any]) -> Settings:
     known = set(Settings.__dataclass_fields__)
     unknown = sorted(set(conventions) - known)
@@ -61,6 +89,7 @@ class Evaluator:
         self.metrics, self.settings = parse_metrics(metrics), _settings(conventions)
         self._qrels, self._roles = qrels, _columns(qrels_columns, "grade")
         self._dict: dict | None = None
+        self._prepared = None  # the dict judgments as arrays, for large dict runs (dicts.py)
         self._columnar = self._integer = self._qids = None
         if is_table(qrels):
             names = (self._roles.get("query_column", "query_id"),
@@ -99,6 +128,15 @@ class Evaluator:
                 pass
         if self._dict is None:
             self._dict = as_qrels(self._qrels, **self._roles)
+        if _rows(run) >= COMPILED_ROWS:
+            from searcheval.metrics import dicts
+
+            if self._prepared is None:
+                self._prepared = dicts.prepare(self._dict)
+            result = _dict_evaluate(self._dict, self._prepared, run, self.metrics,
+                                    self.settings, complete)
+            if result is not None:
+                return result
         return engine_evaluate(self._dict, as_run(run, **roles), self.metrics, self.settings,
                                complete=complete)
 
@@ -157,8 +195,12 @@ def evaluate(qrels: Any, run: Any, metrics: str | Iterable[str] = SCORE_METRICS,
                          **conventions).evaluate(run, run_columns=run_columns, complete=complete)
     specs, settings = parse_metrics(metrics), _settings(conventions)
     qrels_roles, run_roles = _columns(qrels_columns, "grade"), _columns(run_columns, "score")
-    return engine_evaluate(as_qrels(qrels, **qrels_roles), as_run(run, **run_roles), specs,
-                           settings, complete=complete)
+    judgments = as_qrels(qrels, **qrels_roles)
+    result = _dict_evaluate(judgments, None, run, specs, settings, complete)
+    if result is not None:
+        return result
+    return engine_evaluate(judgments, as_run(run, **run_roles), specs, settings,
+                           complete=complete)
 
 
 @dataclass

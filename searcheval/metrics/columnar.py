@@ -330,14 +330,28 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
 
     if not len(query) == len(doc) == len(grade):
         raise Fallback("columns of different lengths")
+    import pyarrow as pa
+
     grade = whole_grades(grade, max_grade)
     q, qids = _encoded(query, first_seen=True)  # queries in the order the judgments give them
-    d, docs = _encoded(doc)
     order = np.argsort(q, kind="stable")
-    q, d, grade = q[order], d[order], grade[order]
-    if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
-        raise Fallback("duplicate judgment")
+    q, grade = q[order], grade[order]
+    strings = _as_arrow(doc)
+    if pa.types.is_string(strings.type):  # one id a row, as a file's judgments hold them: no
+        # hash table of every id (most of the work with a distinct document per judgment)
+        docs = strings if _is_identity(order) else arrow("take", strings, from_numpy(order))
+        d = np.arange(len(q), dtype=np.int32)
+        _refuse_twice(q, string_hashes(docs))
+    else:
+        d, docs = _encoded(strings)
+        d = d[order]
+        if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
+            raise Fallback("duplicate judgment")
     return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
+
+
+def _is_identity(order: np.ndarray) -> bool:
+    return bool(np.array_equal(order, np.arange(order.size)))
 
 
 def whole_grades(grade, max_grade: int | None = None) -> np.ndarray:

@@ -192,16 +192,13 @@ def evaluate_coded(columns: QrelsColumns, qids, query, doc, score, metrics: list
     (pyarrow's hashing; a categorical's own codes), the judgments' documents are looked up among
     the run's distinct ones, and ties are broken by the ids' UTF-8 bytes, which order as Python's
     strings do."""
-    from searcheval.metrics.columnar import _codes, _encoded, _grouped
+    from searcheval.metrics.columnar import _as_arrow, _codes, _encoded, _grouped
 
-    import pyarrow as pa
-
-    from searcheval.metrics.columnar import _as_arrow
-
-    ids = _as_arrow(doc)
-    if pa.types.is_string(ids.type):  # no dictionary of the run's ids: hashed where they lie
-        return evaluate_hashed(columns, qids, query, ids, score, metrics, settings,
+    strings = _string_column(doc)
+    if strings is not None:  # no dictionary of the run's ids: hashed where they lie
+        return evaluate_hashed(columns, qids, query, strings, score, metrics, settings,
                                complete=complete)
+    ids = _as_arrow(doc)
     q, run_qids = _grouped(query)  # where the id changes when the rows are grouped
     d, docs = _encoded(ids)
     key_code = _codes(run_qids, qids)  # each run query's code among the judged, -1 if none
@@ -218,12 +215,11 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
     (query, hash); every match is then checked against the ids themselves, and two ids of one
     query with one hash are a Fallback, so a collision never changes a number. Ties are broken
     by the ids' UTF-8 bytes, read in place."""
-    from searcheval.io.trec import compute, from_numpy
-    from searcheval.metrics.columnar import _codes, _grouped
+    from searcheval.metrics.columnar import _codes
 
     import numba
 
-    q, run_qids = _grouped(query)
+    q, run_qids = _query_codes(query)
     offsets, data = _strings(docs)
     with _PARALLEL:
         numba.set_num_threads(_threads())
@@ -234,9 +230,8 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
 
     def verify(row_of: np.ndarray) -> None:
         matched = np.flatnonzero(row_of >= 0)
-        same = compute("equal", compute("take", docs, from_numpy(row_of[matched])),
-                       compute("take", columns.docs, from_numpy(columns.d[matched])))
-        if same.false_count:
+        if not _all_equal(row_of[matched], offsets, data, columns.d[matched].astype(np.int64),
+                          *_strings(columns.docs)):
             raise Fallback("two ids with one hash")
 
     return _evaluate(columns, q, d, score, np.arange(len(run_qids), dtype=np.int64), key_code,
@@ -247,12 +242,95 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
+def _string_column(values):
+    """`values` as one pyarrow string or large_string array as it lies (a pandas column of
+    pyarrow strings is not copied, nor cast), or None when they are not strings without a gap."""
+    import pyarrow as pa
+
+    if not isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if getattr(values, "dtype", None) is not None and \
+                getattr(values.dtype, "kind", "O") not in "OTU":  # numbers, a categorical
+            return None
+        try:
+            values = pa.array(values, from_pandas=True)
+        except (pa.ArrowException, OverflowError, UnicodeError):
+            return None
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
+    if values.null_count or not (pa.types.is_string(values.type)
+                                 or pa.types.is_large_string(values.type)):
+        return None
+    return values
+
+
+def _query_codes(query):
+    """The run's query ids as codes where its rows are grouped by query (read off where the id
+    changes, compiled, without a hash of every row's id) and the ids in order, as
+    `columnar._grouped` gives them; `columnar._grouped` itself for anything else."""
+    from searcheval.io.trec import cast, compute, from_numpy
+    from searcheval.metrics.columnar import _grouped
+
+    import pyarrow as pa
+
+    strings = _string_column(query)
+    if strings is None or not len(strings):
+        return _grouped(query)
+    starts = _string_runs(*_strings(strings))
+    first = compute("take", strings, from_numpy(starts[:-1]))
+    if not pa.types.is_string(first.type):
+        first = cast(first, pa.string())
+    if len(compute("unique", first)) != len(first):  # a query's rows apart: grouped there
+        return _grouped(query)
+    codes = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
+    return codes, first
+
+
+@njit(cache=True)
+def _string_runs(offsets, data):
+    """Where each run of equal strings starts, and the end (runs + 1,)."""
+    n = offsets.size - 1
+    out = np.empty(n + 1, dtype=np.int64)
+    found = 0
+    for i in range(n):
+        same = i > 0 and offsets[i + 1] - offsets[i] == offsets[i] - offsets[i - 1]
+        if same:
+            a, b = offsets[i - 1], offsets[i]
+            for k in range(offsets[i + 1] - offsets[i]):
+                if data[a + k] != data[b + k]:
+                    same = False
+                    break
+        if not same:
+            out[found] = i
+            found += 1
+    out[found] = n
+    return out[:found + 1]
+
+
+@njit(cache=True)
+def _all_equal(rows_a, offsets_a, data_a, rows_b, offsets_b, data_b):
+    """String rows_a[i] of the first array equals string rows_b[i] of the second, for every i."""
+    for i in range(rows_a.size):
+        a, b = rows_a[i], rows_b[i]
+        length = offsets_a[a + 1] - offsets_a[a]
+        if length != offsets_b[b + 1] - offsets_b[b]:
+            return False
+        x, y = offsets_a[a], offsets_b[b]
+        for k in range(length):
+            if data_a[x + k] != data_b[y + k]:
+                return False
+    return True
+
+
 def _strings(array) -> tuple[np.ndarray, np.ndarray]:
-    """A pyarrow string array's offsets (as int64, one more than its length) and UTF-8 bytes."""
+    """A pyarrow string (or large_string) array's offsets (as int64, one more than its length)
+    and UTF-8 bytes."""
+    import pyarrow as pa
+
     if not len(array):  # (its buffers may be absent)
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
-    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32, count=len(array) + 1,
-                            offset=array.offset * 4).astype(np.int64)
+    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
+    offsets = np.frombuffer(array.buffers()[1], dtype=width, count=len(array) + 1,
+                            offset=array.offset * np.dtype(width).itemsize).astype(np.int64, copy=False)
     data = array.buffers()[2]
     return offsets, np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(
         data, dtype=np.uint8)
@@ -627,7 +705,9 @@ def _metrics_block(i0, i1, chosen, starts, grades, rank, returned, kinds, cutoff
                 for j in range(j0, j1):
                     g = grades[j]
                     if g > 0:
-                        gain = (2.0 ** g - 1.0) if exponential else float(g)
+                        # 2^g - 1 as an integer shift (exact, as 2.0 ** g - 1.0 is) below 63
+                        gain = (float((1 << g) - 1) if g < 63 else 2.0 ** g - 1.0) \
+                            if exponential else float(g)
                         buf[g_n] = -gain
                         g_n += 1
                         if rank[j] < cut:
