@@ -49,10 +49,18 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 from searcheval.errors import InputError
-from searcheval.rankers.bounded import AnswerRefused, Bounds, bounded_client, read_json
+from searcheval.rankers.bounded import (
+    AnswerRefused,
+    Bounds,
+    bounded_client,
+    json_answer,
+    read_answer,
+)
 from searcheval.rankers.breaker import Breaker
 from searcheval.rankers.limits import Limits, limits_for
 from searcheval.rankers.params import Param
@@ -249,8 +257,6 @@ def build_request(configuration, query: Query, k: int,
     the query parameters given as {env:} or {secret:} (`resolve_query_secrets`)."""
     p = configuration.params
     values = query_values(query, k, p["notes"])
-    from urllib.parse import quote
-
     encoded = {name: (None if v is None else quote(str(v), safe=""))
                for name, v in values.items()}
     url = fill_string((p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"]
@@ -331,19 +337,27 @@ def ask(client, configuration, limits: Limits, query: Query, k: int,
     """One query through its retries: (hits, latency ms, round trip ms, attempts); QueryFailed
     with the cause otherwise (its text redacted of every secret). The latency is that of the
     attempt that answered, from sending the request to the parsed hits (waiting for a free slot
-    is not the service's time)."""
+    is not the service's time); its round trip is httpx's `response.elapsed` (request sent to
+    the answer's last byte read), so that the rest, the client's own time (building the request,
+    the bounded reader's checks, JSON decoding, the hits path), can be told apart."""
     try:
         return _ask(client, configuration, limits, query, k, secret_params)
     except QueryFailed as exc:
         raise QueryFailed(redact(exc.cause), exc.attempts) from None
 
 
+@lru_cache(maxsize=256)
+def _path(text: str):
+    """`parse_path` once per path (a configuration asks thousands of queries with the same)."""
+    return parse_path(text)
+
+
 def _ask(client, configuration, limits, query, k, secret_params):
     import httpx
 
     p = configuration.params
-    id_path = parse_path(p["id"])
-    score_path = parse_path(p["score"]) if p["score"] else None
+    id_path = _path(p["id"])
+    score_path = _path(p["score"]) if p["score"] else None
     try:
         request = build_request(configuration, query, k, secret_params)
     except Absent as exc:  # pragma: no cover - build_request drops absent fields
@@ -358,8 +372,8 @@ def _ask(client, configuration, limits, query, k, secret_params):
             limits.wait_turn()  # in the slot: the request starts when its turn comes
             started = time.perf_counter()
             try:
-                status, headers, document = read_json(client, bounds, **request)
-                answered = time.perf_counter()
+                status, headers, body, round_trip = read_answer(client, bounds, **request)
+                status, headers, document = json_answer(status, headers, body, bounds)
                 cause = None
             except AnswerRefused as exc:
                 status, headers = exc.status, exc.headers
@@ -376,7 +390,7 @@ def _ask(client, configuration, limits, query, k, secret_params):
             if cause is None:
                 hits = _hits(document, configuration, id_path, score_path, attempts)
                 latency = (time.perf_counter() - started) * 1000.0
-                return hits, latency, (answered - started) * 1000.0, attempts
+                return hits, latency, round_trip * 1000.0, attempts
         if attempts > p["retries"]:
             raise QueryFailed(cause + (f" after {attempts} attempts" if attempts > 1 else ""),
                               attempts)
@@ -415,12 +429,17 @@ def _hits(document, configuration, id_path, score_path, attempts) -> list[tuple[
     return hits
 
 
+# whitespace as str.isspace() has it (re's \s is the same test for str patterns), other control
+# characters and DEL; one search in C instead of a Python step per character of every id
+_BAD_ID_CHARACTER = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
 def id_problem(doc_id: str, max_chars: int) -> str | None:
     """Why an id from a service is refused (None: it is fine): too long, or holding whitespace or
     control characters (a TREC run file separates its columns by whitespace)."""
     if len(doc_id) > max_chars:
         return f"is {len(doc_id):,} characters, over max_id_chars ({max_chars})"
-    if not doc_id or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in doc_id):
+    if not doc_id or _BAD_ID_CHARACTER.search(doc_id):
         return (f"{doc_id[:40]!r} is empty or holds whitespace or control characters (ids are "
                 "written to TREC run files, whose columns whitespace separates)")
     return None
