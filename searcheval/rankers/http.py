@@ -251,16 +251,21 @@ def query_values(query: Query, k: int, notes: Sequence[str]) -> dict[str, Any]:
     return values
 
 
+@lru_cache(maxsize=256)
+def _url_fields(template: str) -> frozenset[str]:
+    return frozenset(placeholders(template))
+
+
 def build_request(configuration, query: Query, k: int,
                   secret_params: Mapping[str, str] | None = None) -> dict:
     """method, url, params and json of the request for one query; `secret_params`: the values of
     the query parameters given as {env:} or {secret:} (`resolve_query_secrets`)."""
     p = configuration.params
     values = query_values(query, k, p["notes"])
-    encoded = {name: (None if v is None else quote(str(v), safe=""))
-               for name, v in values.items()}
-    url = fill_string((p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"]
-                      else p["url"], encoded, absent_as_empty=True)
+    template = (p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"] else p["url"]
+    encoded = {name: quote(str(values[name]), safe="") for name in _url_fields(template)
+               if values.get(name) is not None}  # only what the URL holds (often nothing)
+    url = fill_string(template, encoded, absent_as_empty=True)
     plain = {name: spec for name, spec in p["query_params"].items()
              if not _is_secret_spec(spec)}
     params = fill_params(plain, values) + [
