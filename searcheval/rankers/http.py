@@ -57,7 +57,7 @@ from searcheval.errors import InputError
 from searcheval.rankers.bounded import (
     AnswerRefused,
     Bounds,
-    bounded_client,
+    ClientPerThread,
     json_answer,
     read_answer,
 )
@@ -467,9 +467,8 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     latency: dict[str, float] = {}
     errors: dict[str, dict] = {}
     timing: dict[str, dict] = {}
-    connections = limits.concurrency  # this shard's slots
-    with bounded_client(headers=headers, concurrency=connections,
-                        read_timeout=p["timeout_s"]) as client:
+    connections = limits.concurrency  # this shard's slots: as many threads, one connection each
+    with ClientPerThread(headers=headers, read_timeout=p["timeout_s"]) as clients:
 
         breaker = Breaker(configuration.fail_fast_after)
 
@@ -478,8 +477,8 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
                 return query.id, None, breaker.skipped()
             started = time.perf_counter()
             try:
-                hits, ms, round_trip, attempts = ask(client, configuration, limits, query, k,
-                                                     secret_params)
+                hits, ms, round_trip, attempts = ask(clients.get(), configuration, limits,
+                                                     query, k, secret_params)
             except QueryFailed as exc:
                 breaker.record(True, exc.cause)
                 return query.id, None, {"cause": exc.cause, "attempts": exc.attempts}

@@ -201,6 +201,8 @@ def test_the_backend_benchmark_compares_both_clients_at_two_concurrencies(tmp_pa
         assert r["round_trip_p50"] >= 20
         assert r["qps"] <= concurrency * 1000 / 20
         assert 1 <= r["in_flight"] <= concurrency
+        # keep-alive, a pool of `concurrency` connections: 16 queries on at most that many
+        assert 1 <= r["connections"] <= concurrency
         assert r["overhead_p50"] >= 0
     assert figures["speedup"] == pytest.approx(rows[("searcheval http", 4)]["qps"]
                                                / rows[("searcheval http", 1)]["qps"])
@@ -234,6 +236,7 @@ def test_the_backend_benchmark_at_scale_prints_its_table_and_goals_by_its_figure
         assert float(t[3]) == pytest.approx(r["qps"], abs=0.05)  # the printed queries/s
         assert r["queries"] == 500 and r["round_trip_p50"] >= 20  # the sleep bounds each trip
         assert r["qps"] <= 1600 and r["in_flight"] <= 32
+        assert 1 <= r["connections"] <= 32  # 500 queries on a pool of 32 kept-alive connections
         assert r["client_cpu_ms"] > 0 and r["load"] >= 0
     assert figures["nominal"] == 1600  # 32 requests at once / 0.020 s each
     capacity = max(r["qps"] for r in rows if r["client"] == BARE)
