@@ -23,7 +23,7 @@ Parameters (templates and paths: `searcheval.rankers.templates`):
 | `retries` | 2 | further attempts after a connection error, a 429 or a 5xx |
 | `backoff_s` | 0.2 | first wait before a retry, doubled each time (a 429's Retry-After wins, up to `max_backoff_s`) |
 | `max_backoff_s` | 5 | longest wait |
-| `concurrency` | 4 | requests in flight at once, across all shards of the configuration (threads or Dask workers) |
+| `concurrency` | 4 | requests in flight at once, across all shards of the configuration (threads or Dask workers); a shard sends them from as many threads, each keeping one connection alive (`bounded.ClientPerThread`) |
 | `rate_limit` | none | most requests started per second, across all shards of the configuration |
 
 The two limits hold for the configuration as a whole, however many shards run it and wherever
