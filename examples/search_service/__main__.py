@@ -72,9 +72,17 @@ async def _exit_with_parent(server: uvicorn.Server, parent: int) -> None:
     server.should_exit = True
 
 
+# Spelled out, though they are uvicorn's defaults, because the benchmarks rely on them: nothing
+# but the sleep and the CPU limits how many requests are served at once (no concurrency limit,
+# a listen backlog far above any client's connections), and an idle keep-alive connection stays
+# open long enough for a client's pool to reuse it between rounds.
+SERVER_SETTINGS = {"limit_concurrency": None, "backlog": 2048, "timeout_keep_alive": 30,
+                   "limit_max_requests": None}
+
+
 async def serve(args: argparse.Namespace, engine: Engine, knobs: Knobs) -> None:
     config = uvicorn.Config(create_app(engine, knobs), host=args.host, port=args.port,
-                            log_level="warning", access_log=False)
+                            log_level="warning", access_log=False, **SERVER_SETTINGS)
     server = uvicorn.Server(config)
     watcher = (asyncio.create_task(_exit_with_parent(server, os.getppid()))
                if args.watch_parent else None)
@@ -85,9 +93,22 @@ async def serve(args: argparse.Namespace, engine: Engine, knobs: Knobs) -> None:
         port = server.servers[0].sockets[0].getsockname()[1]
         print(f"search_service: serving {engine.name} ({len(engine.documents)} documents) "
               f"on http://{args.host}:{port}", flush=True)
+        print(f"search_service: server {describe(config, knobs.delay_ms)}", flush=True)
     await serving
     if watcher is not None:
         watcher.cancel()
+
+
+def describe(config: uvicorn.Config, delay_ms: float) -> str:
+    """The settings that bound how many requests the server answers at once, in words."""
+    if not config.loaded:
+        config.load()
+    protocol = config.http_protocol_class.__module__.rsplit(".", 1)[-1].removesuffix("_impl")
+    loop = type(asyncio.get_running_loop()).__module__.split(".")[0]
+    return (f"uvicorn {uvicorn.__version__}, one process, {protocol} protocol, {loop} event "
+            f"loop, limit_concurrency {config.limit_concurrency or 'none'}, backlog "
+            f"{config.backlog}, keep-alive {config.timeout_keep_alive} s; answers wait with "
+            f"asyncio.sleep ({delay_ms:g} ms)")
 
 
 def main(argv: list[str] | None = None) -> int:

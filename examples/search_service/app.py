@@ -63,7 +63,8 @@ class Service:
                        ) -> Response:
         """Steps 1-5 of the module's list around `parse` (which fills the record) and `answer`."""
         knobs = self.knobs
-        received = self.stats.begin(endpoint)
+        peer = tuple(request.client) if request.client else None  # one per connection
+        received = self.stats.begin(endpoint, peer)
         record: dict = {"endpoint": endpoint, "method": request.method, "path": request.url.path,
                         "received_s": round(received, 6)}
         response: Response | None = None

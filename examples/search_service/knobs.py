@@ -57,11 +57,15 @@ class Stats:
         self.by_endpoint: Counter[str] = Counter()
         self.malformed = 0
         self.max_in_flight = self.in_flight
+        self.peers: set[tuple] = set()
         self.recent: deque[dict] = deque(maxlen=self.RECENT)
         self.zeroed = time.monotonic()
 
-    def begin(self, endpoint: str) -> float:
-        """Count a request arriving; returns when it arrived, in seconds since the reset."""
+    def begin(self, endpoint: str, peer: tuple | None = None) -> float:
+        """Count a request arriving (`peer`: the client's address and port, one per
+        connection); returns when it arrived, in seconds since the reset."""
+        if peer is not None:
+            self.peers.add(peer)
         self.requests += 1
         self.by_endpoint[endpoint] += 1
         self.in_flight += 1
@@ -82,6 +86,7 @@ class Stats:
             "by_endpoint": dict(sorted(self.by_endpoint.items())),
             "in_flight": self.in_flight,
             "max_in_flight": self.max_in_flight,
+            "connections": len(self.peers),
             "fail_first_remaining": fail_first_remaining,
             "recent": list(self.recent),
         }

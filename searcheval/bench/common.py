@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -31,6 +32,24 @@ def say(line: str = "") -> None:
 
 def rate(count: int, seconds: float) -> float:
     return count / seconds if seconds > 0 else float("inf")
+
+
+def nominal_capacity(concurrency: int, delay_ms: float) -> float:
+    """Requests per second of a server that takes `delay_ms` per answer, `concurrency` at once,
+    if answering took no CPU (the capacity the benchmarks of a client quote beside the measured
+    one: `judge`, `backend`)."""
+    return concurrency / (delay_ms / 1000.0) if delay_ms > 0 else float("inf")
+
+
+def verdict(met: bool) -> str:
+    """How a benchmark's goals line says a goal went."""
+    return "met" if met else "MISSED"
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, to print beside figures measured on a shared
+    machine."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def beir_texts(dataset: str | Path, n: int) -> list[str]:

@@ -22,7 +22,7 @@ import time
 
 import numpy as np
 
-from searcheval.bench.common import say, throwaway_database
+from searcheval.bench.common import nominal_capacity, say, throwaway_database, verdict
 from searcheval.types import Collection, Query, Resource
 
 GOAL_CAPACITY = 0.9
@@ -74,7 +74,7 @@ def benchmark_judge(database_url: str | None = None, *, pairs: int = 10_000,
     from searcheval.store.database import connect, resolve_url
 
     nonce = secrets.token_hex(4)  # a judge of its own: nothing cached by an earlier benchmark
-    capacity = concurrency / (delay_ms / 1000.0) if delay_ms > 0 else float("inf")
+    capacity = nominal_capacity(concurrency, delay_ms)
     say(f"benchmark judge: {pairs} pairs, openai kind, server answering in {delay_ms:g} ms, "
         f"concurrency {concurrency} (capacity {capacity:.1f} pairs/s)")
     with throwaway_database(resolve_url(database_url), "judge") as url, \
@@ -130,7 +130,7 @@ def benchmark_judge(database_url: str | None = None, *, pairs: int = 10_000,
     goals = {"capacity": share >= GOAL_CAPACITY, "overhead": p50 < GOAL_OVERHEAD_MS,
              "cached": again < GOAL_CACHED_S and second.requested == 0}
     met = all(goals.values())
-    verdicts = ", ".join(f"{k} {'met' if v else 'MISSED'}" for k, v in goals.items())
+    verdicts = ", ".join(f"{k} {verdict(v)}" for k, v in goals.items())
     say(f"  goals: {verdicts}")
     return {"pairs": pairs, "pairs_per_s": rate, "capacity": capacity, "measured": measured,
             "share": share, "nominal_share": rate / capacity,

@@ -23,7 +23,7 @@ Parameters (templates and paths: `searcheval.rankers.templates`):
 | `retries` | 2 | further attempts after a connection error, a 429 or a 5xx |
 | `backoff_s` | 0.2 | first wait before a retry, doubled each time (a 429's Retry-After wins, up to `max_backoff_s`) |
 | `max_backoff_s` | 5 | longest wait |
-| `concurrency` | 4 | requests in flight at once, across all shards of the configuration (threads or Dask workers) |
+| `concurrency` | 4 | requests in flight at once, across all shards of the configuration (threads or Dask workers); a shard sends them from as many threads, each keeping one connection alive (`bounded.ClientPerThread`) |
 | `rate_limit` | none | most requests started per second, across all shards of the configuration |
 
 The two limits hold for the configuration as a whole, however many shards run it and wherever
@@ -49,10 +49,18 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from functools import lru_cache
 from typing import Any
+from urllib.parse import quote
 
 from searcheval.errors import InputError
-from searcheval.rankers.bounded import AnswerRefused, Bounds, bounded_client, read_json
+from searcheval.rankers.bounded import (
+    AnswerRefused,
+    Bounds,
+    ClientPerThread,
+    json_answer,
+    read_answer,
+)
 from searcheval.rankers.breaker import Breaker
 from searcheval.rankers.limits import Limits, limits_for
 from searcheval.rankers.params import Param
@@ -243,18 +251,21 @@ def query_values(query: Query, k: int, notes: Sequence[str]) -> dict[str, Any]:
     return values
 
 
+@lru_cache(maxsize=256)
+def _url_fields(template: str) -> frozenset[str]:
+    return frozenset(placeholders(template))
+
+
 def build_request(configuration, query: Query, k: int,
                   secret_params: Mapping[str, str] | None = None) -> dict:
     """method, url, params and json of the request for one query; `secret_params`: the values of
     the query parameters given as {env:} or {secret:} (`resolve_query_secrets`)."""
     p = configuration.params
     values = query_values(query, k, p["notes"])
-    from urllib.parse import quote
-
-    encoded = {name: (None if v is None else quote(str(v), safe=""))
-               for name, v in values.items()}
-    url = fill_string((p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"]
-                      else p["url"], encoded, absent_as_empty=True)
+    template = (p["base_url"] or "").rstrip("/") + p["url"] if p["base_url"] else p["url"]
+    encoded = {name: quote(str(values[name]), safe="") for name in _url_fields(template)
+               if values.get(name) is not None}  # only what the URL holds (often nothing)
+    url = fill_string(template, encoded, absent_as_empty=True)
     plain = {name: spec for name, spec in p["query_params"].items()
              if not _is_secret_spec(spec)}
     params = fill_params(plain, values) + [
@@ -331,19 +342,27 @@ def ask(client, configuration, limits: Limits, query: Query, k: int,
     """One query through its retries: (hits, latency ms, round trip ms, attempts); QueryFailed
     with the cause otherwise (its text redacted of every secret). The latency is that of the
     attempt that answered, from sending the request to the parsed hits (waiting for a free slot
-    is not the service's time)."""
+    is not the service's time); its round trip is httpx's `response.elapsed` (request sent to
+    the answer's last byte read), so that the rest, the client's own time (building the request,
+    the bounded reader's checks, JSON decoding, the hits path), can be told apart."""
     try:
         return _ask(client, configuration, limits, query, k, secret_params)
     except QueryFailed as exc:
         raise QueryFailed(redact(exc.cause), exc.attempts) from None
 
 
+@lru_cache(maxsize=256)
+def _path(text: str):
+    """`parse_path` once per path (a configuration asks thousands of queries with the same)."""
+    return parse_path(text)
+
+
 def _ask(client, configuration, limits, query, k, secret_params):
     import httpx
 
     p = configuration.params
-    id_path = parse_path(p["id"])
-    score_path = parse_path(p["score"]) if p["score"] else None
+    id_path = _path(p["id"])
+    score_path = _path(p["score"]) if p["score"] else None
     try:
         request = build_request(configuration, query, k, secret_params)
     except Absent as exc:  # pragma: no cover - build_request drops absent fields
@@ -358,8 +377,8 @@ def _ask(client, configuration, limits, query, k, secret_params):
             limits.wait_turn()  # in the slot: the request starts when its turn comes
             started = time.perf_counter()
             try:
-                status, headers, document = read_json(client, bounds, **request)
-                answered = time.perf_counter()
+                status, headers, body, round_trip = read_answer(client, bounds, **request)
+                status, headers, document = json_answer(status, headers, body, bounds)
                 cause = None
             except AnswerRefused as exc:
                 status, headers = exc.status, exc.headers
@@ -376,7 +395,7 @@ def _ask(client, configuration, limits, query, k, secret_params):
             if cause is None:
                 hits = _hits(document, configuration, id_path, score_path, attempts)
                 latency = (time.perf_counter() - started) * 1000.0
-                return hits, latency, (answered - started) * 1000.0, attempts
+                return hits, latency, round_trip * 1000.0, attempts
         if attempts > p["retries"]:
             raise QueryFailed(cause + (f" after {attempts} attempts" if attempts > 1 else ""),
                               attempts)
@@ -415,12 +434,17 @@ def _hits(document, configuration, id_path, score_path, attempts) -> list[tuple[
     return hits
 
 
+# whitespace as str.isspace() has it (re's \s is the same test for str patterns), other control
+# characters and DEL; one search in C instead of a Python step per character of every id
+_BAD_ID_CHARACTER = re.compile(r"[\s\x00-\x1f\x7f]")
+
+
 def id_problem(doc_id: str, max_chars: int) -> str | None:
     """Why an id from a service is refused (None: it is fine): too long, or holding whitespace or
     control characters (a TREC run file separates its columns by whitespace)."""
     if len(doc_id) > max_chars:
         return f"is {len(doc_id):,} characters, over max_id_chars ({max_chars})"
-    if not doc_id or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in doc_id):
+    if not doc_id or _BAD_ID_CHARACTER.search(doc_id):
         return (f"{doc_id[:40]!r} is empty or holds whitespace or control characters (ids are "
                 "written to TREC run files, whose columns whitespace separates)")
     return None
@@ -443,9 +467,8 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
     latency: dict[str, float] = {}
     errors: dict[str, dict] = {}
     timing: dict[str, dict] = {}
-    connections = limits.concurrency  # this shard's slots
-    with bounded_client(headers=headers, concurrency=connections,
-                        read_timeout=p["timeout_s"]) as client:
+    connections = limits.concurrency  # this shard's slots: as many threads, one connection each
+    with ClientPerThread(headers=headers, read_timeout=p["timeout_s"]) as clients:
 
         breaker = Breaker(configuration.fail_fast_after)
 
@@ -454,8 +477,8 @@ def run_http(configuration, context: RunContext, queries: Sequence[Query], query
                 return query.id, None, breaker.skipped()
             started = time.perf_counter()
             try:
-                hits, ms, round_trip, attempts = ask(client, configuration, limits, query, k,
-                                                     secret_params)
+                hits, ms, round_trip, attempts = ask(clients.get(), configuration, limits,
+                                                     query, k, secret_params)
             except QueryFailed as exc:
                 breaker.record(True, exc.cause)
                 return query.id, None, {"cause": exc.cause, "attempts": exc.attempts}

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 
 import httpx
+import numpy as np
 import pytest
 
 from searcheval import load_collection
@@ -186,38 +187,73 @@ def test_header_values_come_from_the_environment_and_never_reach_the_configurati
     assert err.value.field == "web.headers.Authorization"
 
 
-def test_the_backend_benchmark_measures_both_clients_at_both_concurrencies(tmp_path, capsys):
-    from searcheval.bench.backend import benchmark_backend
+def test_the_backend_benchmark_compares_both_clients_at_two_concurrencies(tmp_path):
+    from searcheval.bench.backend import benchmark_backend_concurrency
 
-    figures = benchmark_backend(ROOT, queries=16, delay_ms=20, concurrencies=(1, 4),
-                                log_dir=tmp_path)
+    lines: list[str] = []
+    figures = benchmark_backend_concurrency(ROOT, queries=16, delay_ms=20, concurrencies=(1, 4),
+                                            log_dir=tmp_path, out=lines.append)
     rows = {(r["client"], r["concurrency"]): r for r in figures["rows"]}
     assert set(rows) == {(c, n) for c in ("searcheval http", "bare httpx") for n in (1, 4)}
-    for r in rows.values():
+    for (_, concurrency), r in rows.items():
         # the service sleeps 20 ms: no round trip is shorter, so no client does more than
-        # concurrency / 20 ms queries per second
+        # concurrency / 20 ms queries per second, nor holds more requests at once
         assert r["round_trip_p50"] >= 20
-        assert r["qps"] <= r["concurrency"] * 1000 / 20
+        assert r["qps"] <= concurrency * 1000 / 20
+        assert 1 <= r["in_flight"] <= concurrency
+        # keep-alive, a pool of `concurrency` connections: 16 queries on at most that many
+        assert 1 <= r["connections"] <= concurrency
         assert r["overhead_p50"] >= 0
     assert figures["speedup"] == pytest.approx(rows[("searcheval http", 4)]["qps"]
                                                / rows[("searcheval http", 1)]["qps"])
-    out = capsys.readouterr().out
-    assert "goal: concurrency 4 >= 4x" in out and "goal: client overhead p50 < 1 ms" in out
+    assert lines[-1].startswith("goals: concurrency 4 >= 4x")
+    assert f"{figures['speedup']:.2f}x ({'met' if figures['speedup'] >= 4 else 'MISSED'})" \
+        in lines[-1]
 
 
-def test_the_backend_benchmark_at_scale_measures_against_the_services_capacity(tmp_path):
-    """`benchmark backend --scale` small: both clients at one concurrency, the share is the
-    ratio of their queries per second, and no client beats the service's sleep."""
-    from searcheval.bench.backend import benchmark_backend_scale
+def test_the_backend_benchmark_at_scale_prints_its_table_and_goals_by_its_figures(tmp_path):
+    """`searcheval benchmark backend` at a small size (500 queries at concurrency 32, the service
+    sleeping 20 ms, 2 rounds): a row per client and round, the capacity nominal and measured,
+    and a goals line that says what the figures say. No timing goal is asserted met: the
+    machine is shared."""
+    from searcheval.bench.backend import BARE, GOAL_CAPACITY, GOAL_OVERHEAD_MS, OURS, \
+        benchmark_backend
 
     lines: list[str] = []
-    figures = benchmark_backend_scale(ROOT, queries=24, concurrency=4, delay_ms=20, rounds=1,
-                                      log_dir=tmp_path, out=lines.append)
+    figures = benchmark_backend(ROOT, queries=500, concurrency=32, delay_ms=20, rounds=2,
+                                log_dir=tmp_path, out=lines.append)
+    assert lines[0].startswith("benchmark backend: 500 queries at concurrency 32 against the "
+                               "example service sleeping 20 ms per answer")
+    assert "nominal capacity 32 / 20 ms = 1600 queries/s" in lines[0] and "load" in lines[0]
+    assert "limit_concurrency none" in lines[1] and "asyncio.sleep (20 ms)" in lines[1]
+    table = [line.split() for line in lines if line[:1].isdigit()]
     rows = figures["rows"]
-    assert set(rows) == {"searcheval http", "bare httpx"}
-    for r in rows.values():
-        assert r["round_trip_p50"] >= 20 and r["qps"] <= 4 * 1000 / 20
-    assert figures["share_of_capacity"] == pytest.approx(rows["searcheval http"]["qps"]
-                                                         / rows["bare httpx"]["qps"])
-    assert figures["overhead_p50"] == rows["searcheval http"]["overhead_p50"]
-    assert lines[-1].startswith("goal: >= 90% of the service's capacity")
+    assert [(r["round"], r["client"]) for r in rows] == [(1, BARE), (1, OURS), (2, BARE),
+                                                         (2, OURS)]
+    assert [(int(t[0]), " ".join(t[1:3])) for t in table] == [(r["round"], r["client"])
+                                                            for r in rows]
+    for t, r in zip(table, rows):
+        assert float(t[3]) == pytest.approx(r["qps"], abs=0.05)  # the printed queries/s
+        assert r["queries"] == 500 and r["round_trip_p50"] >= 20  # the sleep bounds each trip
+        assert r["qps"] <= 1600 and r["in_flight"] <= 32
+        assert 1 <= r["connections"] <= 32  # 500 queries on a pool of 32 kept-alive connections
+        assert r["client_cpu_ms"] > 0 and r["load"] >= 0
+    assert figures["nominal"] == 1600  # 32 requests at once / 0.020 s each
+    capacity = max(r["qps"] for r in rows if r["client"] == BARE)
+    ours = max(r["qps"] for r in rows if r["client"] == OURS)
+    assert figures["measured"] == capacity and figures["qps"] == ours
+    assert figures["share"] == pytest.approx(ours / capacity)
+    assert figures["nominal_share"] == pytest.approx(ours / 1600)
+    # the overhead goal reads every query of the http kind's rounds, not one round's median
+    every = np.concatenate([r["overhead_ms"] for r in rows if r["client"] == OURS])
+    assert len(every) == 1000 and figures["overhead_p50"] == np.percentile(every, 50)
+    goals = lines[-1]
+    assert goals.startswith(f"goals: >= {GOAL_CAPACITY:.0%} of the service's measured capacity")
+    assert f"{figures['share']:.1%} ({'met' if figures['share'] >= 0.9 else 'MISSED'})" in goals
+    assert f"{figures['overhead_p50']:.3f} ms (" \
+        f"{'met' if figures['overhead_p50'] < GOAL_OVERHEAD_MS else 'MISSED'})" in goals
+    assert figures["goal_met"] == (figures["share"] >= 0.9
+                                   and figures["overhead_p50"] < GOAL_OVERHEAD_MS)
+    assert f"measured {capacity:.1f}" in lines[-3] and "nominal 1600" in lines[-3]
+
+

@@ -5,17 +5,24 @@ redacted in their encoded forms and in log records."""
 from __future__ import annotations
 
 import base64
+import json
 import logging
+import threading
 import time
 from urllib.parse import quote
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from searcheval import redaction
+from searcheval.rankers import bounded
 from searcheval.rankers.bounded import (
     AnswerRefused,
     Bounds,
+    ClientPerThread,
     bounded_client,
+    check_depth,
     deadline,
     json_depth,
     parse_json,
@@ -30,6 +37,41 @@ from searcheval.rankers.bounded import (
 ])
 def test_json_depth(text, depth):
     assert json_depth(text) == depth
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.binary(max_size=24).map(lambda b: bytes(b"[]{}\"\\,:a "[x % 10] for x in b)),
+       st.integers(0, 5))
+def test_the_cheap_depth_check_never_passes_what_the_exact_count_refuses(data, limit):
+    """`check_depth`'s shortcut (bytes operations in C) says "at most `limit` deep" only when
+    the exact count (strings skipped, escapes honoured) agrees; else the exact count decides."""
+    if bounded._within(data, limit):
+        assert json_depth(data) <= limit
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.recursive(st.none() | st.integers() | st.text(alphabet='ab[]{}" ', max_size=4),
+                    lambda inner: st.lists(inner, max_size=3)
+                    | st.dictionaries(st.text(alphabet="k[}", max_size=2), inner, max_size=3)),
+       st.integers(1, 6))
+def test_check_depth_refuses_exactly_what_is_deeper_than_its_limit(value, limit):
+    data = json.dumps(value).encode()
+    if json_depth(data) > limit:
+        with pytest.raises(AnswerRefused, match="levels deep"):
+            check_depth(data, limit)
+    else:
+        check_depth(data, limit)
+
+
+def test_a_search_engines_answer_takes_the_shortcut():
+    """No backslash, no bracket in a string: the common answer is measured without a Python step
+    per character (the exact count took longer than parsing the JSON)."""
+    answer = json.dumps({"hits": [{"id": f"d{i}", "score": 1 / (i + 1), "title": "a b"}
+                                  for i in range(100)], "took": 3}).encode()
+    assert bounded._within(answer, 3) and not bounded._within(answer, 2)
+    assert json_depth(answer) == 3
+    assert not bounded._within(b'{"a": "\\"}', 64)  # an escape: the exact count decides
+    assert not bounded._within(b'["[", 1]', 64)  # a bracket in a string: the exact count decides
 
 
 def test_parse_json_refuses_depth_nul_and_long_numbers_and_reads_the_rest():
@@ -65,6 +107,28 @@ def test_the_client_keeps_the_deadline_on_every_transport(monkeypatch):
         assert all(type(p._network_backend).__name__ == "DeadlineBackend" for p in pools)
         assert client.headers["accept-encoding"] == "gzip, deflate"
         assert client.follow_redirects is False
+
+
+def test_each_thread_gets_its_own_one_connection_client_and_all_are_closed():
+    seen: dict[str, object] = {}
+    with ClientPerThread(headers={"x-a": "1"}, read_timeout=5) as clients:
+        def grab(name):
+            seen[name] = clients.get()
+            assert clients.get() is seen[name]  # the same thread: the same client
+
+        threads = [threading.Thread(target=grab, args=(f"t{i}",)) for i in range(3)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        made = list(seen.values())
+        assert len({id(c) for c in made}) == 3
+        for client in made:
+            assert client._transport._pool._max_connections == 1
+            assert client.headers["x-a"] == "1" and client.follow_redirects is False
+            assert type(client._transport._pool._network_backend).__name__ == "DeadlineBackend"
+        assert len({id(c._transport._pool._ssl_context) for c in made}) == 1  # made once
+    assert all(c.is_closed for c in made)
 
 
 @pytest.fixture

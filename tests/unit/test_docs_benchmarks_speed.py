@@ -20,7 +20,8 @@ def test_the_benchmark_options_it_names_exist(capsys):
     text = PAGE.read_text(encoding="utf-8")
     for command, options in (("score", ["--id-spaces", "--large-queries", "--ranx",
                                         "--no-in-process", "--trec-eval-source"]),
-                             ("backend", ["--scale", "--rounds", "--concurrency"]),
+                             ("backend", ["--queries", "--concurrency", "--delay-ms", "--rounds",
+                                          "--compare"]),
                              ("load", ["--products", "--labels"])):
         assert f"searcheval benchmark {command}" in text
         try:
