@@ -176,7 +176,7 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
     folder (else one is generated); `directory`: where the collection, the run's working folder
     and its output are kept (default: a temporary folder, removed)."""
     from searcheval import prefect_server
-    from searcheval.bench.load import generate
+    from searcheval.bench.load import _in_a_fresh_process, generate
     from searcheval.bench.run import (RAW_SCRIPT, STAGE_NAMES, _environment, _searcheval,
                                       flow_run_times, stages)
     from searcheval.errors import InputError
@@ -219,6 +219,8 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
             f"{len(collection.queries)} queries, {len(collection.judgments)} labels; {origin}")
         out(f"configurations: {', '.join(configurations)}"
             + (f"; {len(texts)} distinct texts to embed" if embeds else " (no model)"))
+        out("validation alone, in a fresh process ...")
+        figures["validation"] = _in_a_fresh_process("validation", folder)
         work = base / "work"
         work.mkdir(exist_ok=True)
         env = _environment(work, project)
@@ -339,6 +341,12 @@ def report(figures: dict, *, warm_runs: int, embeds: bool, stage_names: dict, ou
     out(f"goal: the validation step under {GOAL_VALIDATE_S:.0f} s: {shown} (the cold run's "
         f"validate task; warm: {median_warm['stages'].get('validate') or 0:.2f} s): "
         f"{'met' if goals['validate'] else 'MISSED'}")
+    alone = figures.get("validation")
+    if alone:
+        out(f"the validation step alone (validate_collection, {alone['labels']} labels, best of "
+            f"3 in a fresh process): {alone['seconds']:.2f} s wall, {alone['cpu_seconds']:.2f} s "
+            f"CPU; importing GX and building its suites once a process: "
+            f"{alone['setup_seconds']:.2f} s; {alone['findings']} findings")
     out(f"goal: peak memory under {GOAL_PEAK_BYTES / 2 ** 30:.0f} GiB: {_mib(peak_rss)} MiB "
         f"(sum of RSS of the run's process tree and its servers; sum of PSS {_mib(peak_pss)} "
         f"MiB): {'met' if goals['memory'] else 'MISSED'}")
