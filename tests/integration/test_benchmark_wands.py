@@ -93,19 +93,22 @@ def test_the_published_metrics_equal_pytrec_eval(benchmarked):
     for line in lines:
         qid, _, doc, _, score, _ = line.split()
         run.setdefault(qid, {})[doc] = float(score)
-    assert len(run) == len(collection.queries)  # bm25 found something for every query
+    # at this size a query of only frequent words (held by half the products) finds nothing:
+    # pytrec_eval leaves such a query out, searcheval scores it 0
+    assert len(run) >= len(collection.queries) // 2
     theirs = pytrec_eval.RelevanceEvaluator(qrels, set(MEASURES.values())).evaluate(run)
     with open(base / "out" / "per_query.csv", encoding="utf-8", newline="") as fh:
         ours = {(r["query_id"], r["metric"]): float(r["value"]) for r in csv.DictReader(fh)
                 if r["configuration"] == "bm25"}
     compared = 0
-    for qid, values in theirs.items():
+    for q in collection.queries:
         for metric, measure in MEASURES.items():
-            assert abs(ours[(qid, metric)] - values[measure]) <= 1e-9, (qid, metric)
+            expected = theirs[q.id][measure] if q.id in theirs else 0.0
+            assert abs(ours[(q.id, metric)] - expected) <= 1e-9, (q.id, metric)
             compared += 1
     assert compared == len(collection.queries) * len(MEASURES)
     means = metrics["configurations"]["bm25"]["means"]
     for metric, measure in MEASURES.items():
-        mean = sum(v[measure] for v in theirs.values()) / len(theirs)
+        mean = sum(v[measure] for v in theirs.values()) / len(collection.queries)
         assert abs(means[metric] - mean) <= 1e-9, metric
     assert means["ndcg@10"] > 0.05  # the queries match their products
