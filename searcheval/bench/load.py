@@ -75,11 +75,27 @@ def current_rss_bytes() -> int:
 # --------------------------------------------------------------------------- the dataset
 
 
-def _texts(rng, n: int, low: int, high: int) -> list[str]:
-    """`n` texts of `low`..`high` words drawn from WORDS."""
+SEARCHABLE_WORDS = 6_000
+
+
+def vocabulary(size: int = SEARCHABLE_WORDS) -> tuple[str, ...]:
+    """WORDS, then made-up words (`w` and a number) up to `size` words: a vocabulary as wide as a
+    product catalog's, so that a query's words are rare enough for BM25 to rank products by them
+    (over WORDS' 120 words every product holds every query word)."""
+    return tuple(WORDS) + tuple(f"w{i}" for i in range(max(0, size - len(WORDS))))
+
+
+def _texts(rng, n: int, low: int, high: int, words=WORDS) -> list[str]:
+    """`n` texts of `low`..`high` words drawn from `words` (uniformly for WORDS; for a wider
+    vocabulary with Zipf-like frequencies, as natural text has them)."""
     lengths = rng.integers(low, high + 1, size=n)
-    picks = rng.integers(0, len(WORDS), size=int(lengths.sum()))
-    words = [WORDS[i] for i in picks.tolist()]
+    total = int(lengths.sum())
+    if len(words) == len(WORDS):
+        picks = rng.integers(0, len(WORDS), size=total)
+    else:
+        weights = 1.0 / np.arange(1, len(words) + 1)
+        picks = rng.choice(len(words), size=total, p=weights / weights.sum())
+    words = [words[i] for i in picks.tolist()]
     out, start = [], 0
     for length in lengths.tolist():
         out.append(" ".join(words[start:start + length]))
@@ -88,9 +104,15 @@ def _texts(rng, n: int, low: int, high: int) -> list[str]:
 
 
 def generate(directory: Path, *, products: int = 42_994, queries: int = 480,
-             labels: int = 233_448, seed: int = 0) -> dict:
-    """Write the WANDS-shaped tables to `directory` (WANDS' TSV files, Parquet and JSONL copies,
-    and a mapping for each) and return what was written."""
+             labels: int = 233_448, seed: int = 0, searchable: bool = False,
+             copies: bool = True) -> dict:
+    """Write the WANDS-shaped tables to `directory` (WANDS' TSV files and, with `copies`, Parquet
+    and JSONL copies and a mapping for each) and return what was written.
+
+    `searchable`: text over a vocabulary of SEARCHABLE_WORDS words (`vocabulary`), each query
+    made of words of the products it judges Exact or Partial, so BM25 finds them (a nightly's
+    benchmark, `searcheval benchmark wands`); otherwise over WORDS' 120 words (`benchmark load`,
+    which only loads the files)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -99,8 +121,9 @@ def generate(directory: Path, *, products: int = 42_994, queries: int = 480,
     rng = np.random.default_rng(seed)
     directory.mkdir(parents=True, exist_ok=True)
     ids = [str(i) for i in range(products)]
-    names = _texts(rng, products, 3, 9)
-    descriptions = _texts(rng, products, 30, 250)
+    words = vocabulary() if searchable else WORDS
+    names = _texts(rng, products, 3, 9, words)
+    descriptions = _texts(rng, products, 30, 250, words)
     for i in range(0, products, 997):  # some values hold U+0085 or U+2028 (a line ends only at \n)
         descriptions[i] = descriptions[i].replace(" ", "\x85", 1).replace(" ", "\u2028", 1)
     for i in range(5, products, 50):
@@ -108,7 +131,7 @@ def generate(directory: Path, *, products: int = 42_994, queries: int = 480,
     classes = [CLASSES[i] for i in rng.integers(0, len(CLASSES), size=products).tolist()]
     hierarchy = [f"Furniture / {c} / All {c}" for c in classes]
     features = ["|".join(f"{w}:{int(v)}" for w, v in zip(ws.split(), rng.integers(1, 99, 6)))
-                for ws in _texts(rng, products, 10, 40)]
+                for ws in _texts(rng, products, 10, 40, words)]
     counts = rng.integers(0, 500, size=products)
     ratings = np.round(rng.uniform(1, 5, size=products), 1)
     rating_count = ["" if c == 0 else f"{float(c):.1f}" for c in counts.tolist()]
@@ -132,15 +155,30 @@ def generate(directory: Path, *, products: int = 42_994, queries: int = 480,
     grades = rng.choice(3, size=labels, p=[0.3, 0.35, 0.35])
     label_table = {"id": [str(i) for i in range(labels)], "query_id": label_q,
                    "product_id": label_p, "label": [LABELS[g] for g in grades.tolist()]}
+    if searchable:  # each query: 1..4 words of the name of one product it judges relevant
+        grade_of = grades.tolist()
+        start = 0
+        texts = []
+        for n in per_query.tolist():
+            relevant = [i for i in range(start, start + n) if grade_of[i] < 2] or [start]
+            name = names[int(label_p[relevant[int(rng.integers(len(relevant)))]])].split()
+            size = min(len(name), int(rng.integers(1, 5)))
+            texts.append(" ".join(name[i] for i in sorted(rng.choice(len(name), size=size,
+                                                                       replace=False).tolist())))
+            start += n
+        query_table["query"] = texts
     tables = {"product": product_table, "query": query_table, "label": label_table}
     for name, table in tables.items():
         _write_tsv(directory / f"{name}.csv", table)
+        if not copies:
+            continue
         pq.write_table(pa.table(table), directory / f"{name}.parquet")
         columns = list(table)
         with open(directory / f"{name}.jsonl", "w", encoding="utf-8") as fh:
             for row in zip(*table.values()):
                 fh.write(json.dumps(dict(zip(columns, row)), ensure_ascii=False) + "\n")
-    for fmt, ext in (("tsv", "csv"), ("parquet", "parquet"), ("jsonl", "jsonl")):
+    for fmt, ext in (("tsv", "csv"), ("parquet", "parquet"), ("jsonl", "jsonl"))[
+            : 3 if copies else 0]:
         (directory / f"mapping-{fmt}.yaml").write_text(_mapping(fmt, ext), encoding="utf-8")
     size = sum((directory / f"{n}.csv").stat().st_size for n in tables)
     return {"products": products, "queries": queries, "labels": labels, "tsv_bytes": size}

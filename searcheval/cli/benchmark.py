@@ -83,6 +83,7 @@ def add_benchmark(sub) -> None:
     add_benchmark_traces(bsub)
     add_benchmark_snapshots(bsub)
     add_benchmark_run(bsub)
+    add_benchmark_wands(bsub)
     add_benchmark_judge(bsub)
     add_benchmark_tune(bsub)
 
@@ -137,6 +138,67 @@ def cmd_benchmark_run(args: argparse.Namespace) -> int:
     try:
         figures = benchmark_run(args.dataset, project=args.project, batch_size=args.batch_size,
                                 warm_runs=args.warm_runs)
+    except RuntimeError as exc:  # a timed process failed: its own last lines say why
+        print(f"searcheval: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_FAILED
+    return EXIT_OK if figures["goal_met"] else EXIT_TRIPPED
+
+
+def add_benchmark_wands(bsub) -> None:
+    b = bsub.add_parser("wands", help="the whole nightly on a WANDS-shaped collection (43k "
+                                      "products), cold and warm: stage times, peak memory, "
+                                      "the validation step, embedding vs raw "
+                                      "sentence-transformers")
+    b.add_argument("--dataset", type=Path, default=None,
+                   help="a real WANDS folder (product.csv, query.csv, label.csv); default: "
+                        "generate one of its shape")
+    b.add_argument("--products", type=int, default=42_994, help="products to generate")
+    b.add_argument("--queries", type=int, default=480, help="queries to generate")
+    b.add_argument("--labels", type=int, default=233_448, help="labels to generate")
+    b.add_argument("--seed", type=int, default=0, help="seed of the generator")
+    b.add_argument("--configurations", default=None, metavar="A,B,...",
+                   help="configurations the nightly runs (default bm25,dense,fused; "
+                        "bm25 with --no-model)")
+    b.add_argument("--no-model", action="store_true",
+                   help="run bm25 only: nothing embedded, no model loaded")
+    b.add_argument("--no-raw", action="store_true",
+                   help="skip raw sentence-transformers on the same texts (43k texts take "
+                        "most of an hour on 2 cores); the embedding ratio is then not measured")
+    b.add_argument("--warm-runs", type=int, default=2,
+                   help="warm runs after the cold one (default 2; the median is reported)")
+    b.add_argument("--batch-size", type=int, default=64,
+                   help="texts per encode batch of the raw reference (the run's own: 64)")
+    b.add_argument("--project", type=Path, default=Path("."),
+                   help="the project folder whose flows/ run (default: this folder)")
+    b.add_argument("--directory", type=Path, default=None,
+                   help="keep the collection, the working folder and the run's output here "
+                        "(default: a temporary folder, removed)")
+    b.set_defaults(handler=cmd_benchmark_wands)
+
+
+def cmd_benchmark_wands(args: argparse.Namespace) -> int:
+    from searcheval.bench.wands import MODEL_CONFIGURATIONS, NO_MODEL_CONFIGURATIONS, \
+        benchmark_wands
+
+    if min(args.products, args.queries, args.labels, args.warm_runs, args.batch_size) < 1:
+        raise InputError("expected --products, --queries, --labels, --warm-runs and "
+                         "--batch-size >= 1", field="products")
+    if args.labels > args.products * args.queries:
+        raise InputError("expected at most --products x --queries labels", field="labels")
+    if args.configurations is not None:
+        names = tuple(n.strip() for n in args.configurations.split(",") if n.strip())
+        if not names:
+            raise InputError("expected configuration names", field="configurations")
+        if args.no_model and any(n != "bm25" for n in names):
+            raise InputError("--no-model runs bm25 only", field="configurations")
+    else:
+        names = NO_MODEL_CONFIGURATIONS if args.no_model else MODEL_CONFIGURATIONS
+    try:
+        figures = benchmark_wands(dataset=args.dataset, products=args.products,
+                                  queries=args.queries, labels=args.labels, seed=args.seed,
+                                  configurations=names, warm_runs=args.warm_runs,
+                                  raw=not args.no_raw, batch_size=args.batch_size,
+                                  project=args.project, directory=args.directory)
     except RuntimeError as exc:  # a timed process failed: its own last lines say why
         print(f"searcheval: {' '.join(str(exc).split())}", file=sys.stderr)
         return EXIT_FAILED

@@ -185,6 +185,12 @@ def _validation_definitions() -> dict[str, Any]:
         return _state["definitions"]
     gx = _import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
+    from great_expectations.execution_engine import pandas_execution_engine
+
+    # GX hashes every row of a batch's frame into a fingerprint among the batch's markers,
+    # below a frame size of HASH_THRESHOLD bytes; nothing here reads it, and at WANDS' size
+    # (233k judgments) it cost a third of a validation. 0: never computed.
+    pandas_execution_engine.HASH_THRESHOLD = 0
 
     context = gx.get_context(mode="ephemeral")
     context.variables.progress_bars = ProgressBarsConfig(globally=False)
@@ -225,15 +231,27 @@ def _utc(ts: datetime | None) -> datetime | None:
     return ts.replace(tzinfo=timezone.utc)
 
 
+def _strings(values: list):
+    """A column of text: Arrow strings when every value is a str or None (GX's null, length, set
+    and uniqueness checks read them without a Python object per row: isna of 233k objects was
+    a fifth of a WANDS-size validation), objects otherwise (a wrong type fails a check rather
+    than crashing here)."""
+    import pandas as pd
+
+    if set(map(type, values)) <= {str, type(None)}:
+        return pd.Series(values, dtype="string[pyarrow]")
+    return pd.Series(values, dtype=object)
+
+
 def _frames(collection: Collection, *, now: datetime, categories: tuple[str, ...]):
     import pandas as pd
 
     resources = collection.resources
     catalog = pd.DataFrame({
         "row": pd.Series(range(len(resources)), dtype="int64"),
-        "id": pd.Series([r.id for r in resources], dtype=object),
-        "name": pd.Series([r.name for r in resources], dtype=object),
-        "description": pd.Series([r.description for r in resources], dtype=object),
+        "id": _strings([r.id for r in resources]),
+        "name": _strings([r.name for r in resources]),
+        "description": _strings([r.description for r in resources]),
         "price_usd": pd.Series([r.price_usd for r in resources], dtype=object),
         "success_rate": pd.Series([r.success_rate for r in resources], dtype=object),
         "settled_30d": pd.Series([r.settled_30d for r in resources], dtype=object),
@@ -244,9 +262,9 @@ def _frames(collection: Collection, *, now: datetime, categories: tuple[str, ...
     queries = collection.queries
     query_frame = pd.DataFrame({
         "row": pd.Series(range(len(queries)), dtype="int64"),
-        "id": pd.Series([q.id for q in queries], dtype=object),
-        "text": pd.Series([q.text for q in queries], dtype=object),
-        "category": pd.Series([q.category for q in queries], dtype=object),
+        "id": _strings([q.id for q in queries]),
+        "text": _strings([q.text for q in queries]),
+        "category": _strings([q.category for q in queries]),
     })
     counts = {c: 0 for c in categories}
     for q in queries:
@@ -271,8 +289,8 @@ def _frames(collection: Collection, *, now: datetime, categories: tuple[str, ...
     judgment_frame = pd.DataFrame({
         "row": pd.Series(range(len(judgments)), dtype="int64"),
         "line": pd.Series([j.line for j in judgments], dtype=object),
-        "query_id": pd.Series([j.query_id for j in judgments], dtype=object),
-        "doc_id": pd.Series(doc_ids, dtype=object),
+        "query_id": _strings([j.query_id for j in judgments]),
+        "doc_id": _strings(doc_ids),
         "grade": _numeric_if_possible(pd.Series([j.grade for j in judgments], dtype=object)),
         "judged_at": judged_at,
         "resource_updated_at": _naive_utc([updated.get(d) for d in doc_ids], "updated_at"),

@@ -262,6 +262,26 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
     latest_fresh: dict[tuple[str, str], dict[str, int]] = {}
     sources: dict[tuple[str, str], str] = {}
     for pair, by_judge in sorted(latest_by_judge(rows).items()):
+        if len(by_judge) == 1:  # one judge (a dataset's own labels): nothing to combine
+            ((judge, row),) = by_judge.items()
+            judges[judge] += 1
+            reason = stale_reason(row, by_id.get(pair[1]), now=now, max_age_days=max_age_days,
+                                  catalog=catalog, versions=versions.get(pair[1]))
+            if reason is None:
+                latest_fresh[pair] = {judge: row.grade}
+            else:
+                stale_by_judge[judge][reason] = stale_by_judge[judge].get(reason, 0) + 1
+            if row.grade is None or (rule.kind == "judge" and judge != rule.judge):
+                continue  # what rule.combine finds of one grade: that grade, or none
+            judgment = Judgment(query_id=pair[0], doc_id=pair[1], grade=row.grade,
+                                judged_at=_utc(row.judged_at), judge=row.judge)
+            if reason is None:
+                judgments.append(judgment)
+                sources[pair] = row.source
+            else:
+                stale_pairs[pair] = reason
+                stale_only.append(judgment)
+            continue
         fresh: dict[str, JudgmentRow] = {}
         stale: dict[str, tuple[JudgmentRow, str]] = {}
         for judge, row in by_judge.items():

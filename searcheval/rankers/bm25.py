@@ -77,7 +77,6 @@ from __future__ import annotations
 import math
 import re
 import time
-from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -137,8 +136,8 @@ def analyze(text: str) -> list[str]:
     return [stem(t) for t in tokenize(text) if t not in STOPWORDS]
 
 
-def field_tokens(resource: Resource) -> dict[str, list[str]]:
-    """The tokens of each field; tags are a set, so a tag repeated (in any case) counts once."""
+def field_texts(resource: Resource) -> dict[str, str]:
+    """The text of each field; tags are a set, so a tag repeated (in any case) counts once."""
     tags: list[str] = []
     seen: set[str] = set()
     for tag in resource.tags:
@@ -146,11 +145,12 @@ def field_tokens(resource: Resource) -> dict[str, list[str]]:
         if key and key not in seen:
             seen.add(key)
             tags.append(tag)
-    return {
-        "name": analyze(resource.name),
-        "description": analyze(resource.description),
-        "tags": analyze(" ".join(tags)),
-    }
+    return {"name": resource.name, "description": resource.description, "tags": " ".join(tags)}
+
+
+def field_tokens(resource: Resource) -> dict[str, list[str]]:
+    """The tokens of each field (`analyze` of `field_texts`)."""
+    return {f: analyze(text) for f, text in field_texts(resource).items()}
 
 
 def _check_params(field_weights: Mapping[str, float] | None, k1: float, b: float,
@@ -213,32 +213,54 @@ class BM25FIndex:
             self.ids.append(r.id)
         n_docs = len(self.ids)
         self.vocabulary: dict[str, int] = {}
-        # per field: COO triplets of raw term frequencies, and field lengths
-        triplets = {f: ([], [], []) for f in FIELDS}
+        # per field: each token's term (column) and each document's length, counted in numpy.
+        # A column is given at a term's first appearance (documents in order, then the fields,
+        # then the tokens), as a per-document Counter would; `known` maps a raw token to its
+        # column once (-1: a stop word), so `analyze` runs once per distinct token
+        known: dict[str, int] = {}
+        columns = {f: [] for f in FIELDS}
         lengths = {f: np.zeros(n_docs) for f in FIELDS}
-        self.quality = np.ones(n_docs)
+        token_counts = {f: np.zeros(n_docs, dtype=np.int64) for f in FIELDS}
+        vocabulary = self.vocabulary
         for row, r in enumerate(resources):
-            ft = field_tokens(r)
-            for f in REPETITION_FIELDS:
-                if ft[f] and self.field_weights[f] > 0:
-                    distinct_share = min(1.0, (len(set(ft[f])) + 1) / len(ft[f]))
+            for f, text in field_texts(r).items():
+                tokens = _TOKEN.findall(text.casefold())
+                cols = [known.get(t, -2) for t in tokens]
+                if -2 in cols:  # tokens never seen: their terms, in order
+                    for i, t in enumerate(tokens):
+                        if cols[i] == -2:
+                            if t not in known:
+                                known[t] = -1 if t in STOPWORDS else \
+                                    vocabulary.setdefault(stem(t), len(vocabulary))
+                            cols[i] = known[t]
+                if -1 in cols:
+                    cols = [c for c in cols if c >= 0]
+                columns[f].extend(cols)
+                token_counts[f][row] = len(cols)
+        shape = (n_docs, len(vocabulary))
+        counted: dict[str, sparse.csr_matrix] = {}
+        for f in FIELDS:
+            lengths[f][:] = token_counts[f]
+            rows = np.repeat(np.arange(n_docs, dtype=np.int32), token_counts[f])
+            cols = np.asarray(columns[f], dtype=np.int32)
+            columns[f] = []
+            # duplicates (a term repeated in the field) are summed: the term frequency
+            counted[f] = sparse.csr_matrix((np.ones(len(cols)), (rows, cols)), shape=shape)
+        self.quality = np.ones(n_docs)
+        for f in REPETITION_FIELDS:
+            if self.field_weights[f] <= 0:
+                continue
+            distinct = np.diff(counted[f].indptr).tolist()
+            for row, total in enumerate(token_counts[f].tolist()):
+                if total:
+                    distinct_share = min(1.0, (distinct[row] + 1) / total)
                     self.quality[row] *= distinct_share ** self.repetition_power
-            for f, tokens in ft.items():
-                lengths[f][row] = len(tokens)
-                rows, cols, counts = triplets[f]
-                for term, tf in Counter(tokens).items():
-                    col = self.vocabulary.setdefault(term, len(self.vocabulary))
-                    rows.append(row)
-                    cols.append(col)
-                    counts.append(tf)
-        shape = (n_docs, len(self.vocabulary))
         pseudo_tf = sparse.csr_matrix(shape)
         for f in FIELDS:
             w = self.field_weights[f]
             if w == 0.0:
                 continue
-            rows, cols, counts = triplets[f]
-            tf = sparse.csr_matrix((np.asarray(counts, dtype=float), (rows, cols)), shape=shape)
+            tf = counted[f]
             avg = lengths[f].mean() if n_docs else 0.0
             norm = 1.0 - self.b + self.b * lengths[f] / avg if avg > 0 else np.ones(n_docs)
             # norm is 0 only for an empty field with b = 1, whose row holds no entry anyway

@@ -35,7 +35,7 @@ def test_the_walk_sees_every_command():
     paths = {" ".join(path) for path, _ in commands(build_parser())}
     assert {"searcheval run", "searcheval score", "searcheval replay",
             "searcheval baseline update", "searcheval serve", "searcheval traces load",
-            "searcheval benchmark metrics"} <= paths
+            "searcheval benchmark metrics", "searcheval benchmark wands"} <= paths
 
 
 def test_every_option_and_subcommand_has_a_help_text():

@@ -22,7 +22,10 @@ def test_the_benchmark_options_it_names_exist(capsys):
                                         "--no-in-process", "--trec-eval-source"]),
                              ("backend", ["--queries", "--concurrency", "--delay-ms", "--rounds",
                                           "--compare"]),
-                             ("load", ["--products", "--labels"])):
+                             ("load", ["--products", "--labels"]),
+                             ("wands", ["--products", "--queries", "--labels", "--dataset",
+                                        "--no-model", "--no-raw", "--warm-runs",
+                                        "--configurations", "--directory"])):
         assert f"searcheval benchmark {command}" in text
         try:
             main(["benchmark", command, "--help"])

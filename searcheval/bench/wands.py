@@ -1,0 +1,373 @@
+"""`searcheval benchmark wands`: the whole nightly on a WANDS-sized collection, as a user meets
+it (issue #27, "a WANDS-scale nightly").
+
+The collection is WANDS itself where `dataset` names it (Wayfair's three files), or one of its
+shape written by `searcheval.bench.load.generate(searchable=True)`: 42,994 products, 480 queries,
+233,448 labels by default, over a vocabulary of 6,000 words with each query made of words of a
+product it judges relevant, so the rankers find something.
+
+- raw: sentence-transformers alone, in a process of its own, encoding the texts the nightly
+  embeds (the same texts, batch size and normalisation), as `benchmark run` does: the reference
+  the cold embedding is measured against. Skipped with `raw=False` (43k texts take most of an
+  hour on 2 busy cores) or when no configuration embeds.
+- cold: `searcheval run --dataset ...` in a fresh working folder: no database, no embedding cache,
+  no Prefect server; validation not cached; every text embedded (when a configuration embeds).
+- warm (`warm_runs` times): the same command again: the kept Prefect server and the embedded
+  Postgres running, nothing to embed.
+
+Peak memory is the largest sum of the resident memory of the run's process tree, sampled every
+0.2 s: the `searcheval run` process, every process it started (the embedded Postgres and its
+backends, the kept Prefect server), and those servers while they run (a warm run uses them). The
+sum of RSS counts a page two processes share twice (Postgres' shared buffers), so it is an upper
+bound; the sum of PSS, which shares it out, is printed beside it.
+
+Goals (issue #27): warm end to end under 60 s, the validation step under 5 s (the cold run's
+validate task: the warm run's is served from the cache), peak memory under 2 GB, the cold
+embedding within 1.1x of raw sentence-transformers on the same texts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from searcheval.bench.common import say
+
+GOAL_WARM_S = 60.0
+GOAL_VALIDATE_S = 5.0
+GOAL_PEAK_BYTES = 2 * 1024 ** 3
+GOAL_EMBED_RATIO = 1.1
+MODEL_CONFIGURATIONS = ("bm25", "dense", "fused")  # the shipped run: embeds every text
+NO_MODEL_CONFIGURATIONS = ("bm25",)
+SAMPLE_S = 0.2
+
+
+# --------------------------------------------------------------------------- memory of a tree
+
+
+def _children() -> dict[int, list[int]]:
+    """Each process's children, from /proc."""
+    out: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(b")") + 2:].split()[1])
+        out.setdefault(ppid, []).append(int(entry.name))
+    return out
+
+
+def _memory(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) of a process in bytes, (0, 0) when it is gone."""
+    rss = pss = 0
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                if line.startswith(b"Rss:"):
+                    rss = int(line.split()[1]) * 1024
+                elif line.startswith(b"Pss:"):
+                    pss = int(line.split()[1]) * 1024
+    except OSError:
+        return 0, 0
+    return rss, pss
+
+
+class TreeMemory:
+    """Samples, on a thread, the summed memory of `root`'s process tree and of `also` (the pids
+    of servers a run uses without starting them) and their trees. A process once seen in the
+    tree is counted while it lives, also after it was reparented (a server started in the
+    background)."""
+
+    def __init__(self, root: int, also: tuple[int, ...] = (), interval: float = SAMPLE_S):
+        self.roots = (root, *also)
+        self.interval = interval
+        self.seen: set[int] = set()
+        self.peak_rss = self.peak_pss = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> None:
+        children = _children()
+        todo = [p for p in self.roots if os.path.exists(f"/proc/{p}")]
+        while todo:
+            pid = todo.pop()
+            if pid in self.seen and pid not in self.roots:
+                continue
+            self.seen.add(pid)
+            todo.extend(children.get(pid, ()))
+        rss = pss = 0
+        for pid in list(self.seen):
+            r, p = _memory(pid)
+            if r == 0:
+                self.seen.discard(pid)
+            rss, pss = rss + r, pss + p
+        self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            self.sample()
+            self._stop.wait(self.interval)
+
+    def __enter__(self) -> TreeMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def _server_pids(work: Path) -> tuple[int, ...]:
+    """The kept Prefect server's and the embedded Postgres' pids of the working folder."""
+    from searcheval import prefect_server
+    from searcheval.store import database
+
+    pids = []
+    kept = prefect_server.read_state(prefect_server.state_dir(work))
+    if kept is not None:
+        pids.append(kept.pid)
+    pid_file = work / database.EMBEDDED_PGDATA / "postmaster.pid"
+    try:
+        pids.append(int(pid_file.read_text().split()[0]))
+    except (OSError, ValueError, IndexError):
+        pass
+    return tuple(pids)
+
+
+def run_measured(command: list[str], cwd: Path, env: dict[str, str], work: Path) -> dict:
+    """Run `command` to its end; its wall time, start and end (epoch) and the peak memory of its
+    tree (TreeMemory)."""
+    also = _server_pids(work)
+    start = time.time()
+    process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    with TreeMemory(process.pid, also) as memory:
+        stdout, stderr = process.communicate(timeout=3 * 3600)
+    end = time.time()
+    if process.returncode not in (0, 1):  # 1: the gate tripped, a finished run all the same
+        raise RuntimeError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
+                           f"{stderr.strip()[-1500:]}")
+    return {"start": start, "end": end, "wall_s": end - start, "stdout": stdout,
+            "peak_rss": memory.peak_rss, "peak_pss": memory.peak_pss}
+
+
+# --------------------------------------------------------------------------- the benchmark
+
+
+def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994,
+                    queries: int = 480, labels: int = 233_448, seed: int = 0,
+                    configurations: tuple[str, ...] = MODEL_CONFIGURATIONS,
+                    warm_runs: int = 2, raw: bool = True, batch_size: int = 64,
+                    project: str | Path = ".", directory: str | Path | None = None,
+                    out=say) -> dict:
+    """Print the tables; return the figures (seconds, bytes, goals). `dataset`: a real WANDS
+    folder (else one is generated); `directory`: where the collection, the run's working folder
+    and its output are kept (default: a temporary folder, removed)."""
+    from searcheval import prefect_server
+    from searcheval.bench.load import _in_a_fresh_process, generate
+    from searcheval.bench.run import (RAW_SCRIPT, STAGE_NAMES, _environment, _searcheval,
+                                      flow_run_times, stages)
+    from searcheval.errors import InputError
+    from searcheval.evaluation.pipeline import collection_texts
+    from searcheval.io.collection import load_collection
+    from searcheval.io.wands import wands_folder
+    from searcheval.rankers import embeddings
+    from searcheval.store import database
+    from searcheval.timings import ENV as TIMINGS, read_marks
+
+    project = Path(project).resolve()
+    if not (project / "flows").is_dir():
+        raise InputError("expected the project folder (with flows/ and tasks/)", field="project")
+    if warm_runs < 1:
+        raise InputError("expected at least 1 warm run", field="warm_runs")
+    own = directory is None
+    base = Path(tempfile.mkdtemp(prefix="se-bench-wands-")) if own else Path(directory).resolve()
+    base.mkdir(parents=True, exist_ok=True)
+    embeds = any(c != "bm25" for c in configurations)
+    figures: dict = {"configurations": list(configurations), "warm": []}
+    try:
+        if dataset is not None:
+            folder = wands_folder(dataset)
+            if folder is None:
+                raise InputError("expected WANDS' product.csv, query.csv and label.csv",
+                                 file=str(dataset))
+            origin = f"WANDS at {folder}"
+        else:
+            folder = base / "wands"
+            started = time.perf_counter()
+            generate(folder, products=products, queries=queries, labels=labels, seed=seed,
+                     searchable=True, copies=False)
+            origin = (f"generated (seed {seed}, {SEARCHABLE_NOTE}) in "
+                      f"{time.perf_counter() - started:.1f} s")
+        collection = load_collection(dataset=folder)
+        texts = collection_texts(collection)
+        figures.update(products=len(collection.resources), queries=len(collection.queries),
+                       labels=len(collection.judgments), texts=len(texts))
+        out(f"WANDS-shaped collection: {len(collection.resources)} products, "
+            f"{len(collection.queries)} queries, {len(collection.judgments)} labels; {origin}")
+        out(f"configurations: {', '.join(configurations)}"
+            + (f"; {len(texts)} distinct texts to embed" if embeds else " (no model)"))
+        out("validation alone, in a fresh process ...")
+        figures["validation"] = _in_a_fresh_process("validation", folder)
+        work = base / "work"
+        work.mkdir(exist_ok=True)
+        env = _environment(work, project)
+        try:
+            if embeds and raw:
+                model_path = str(embeddings.resolve_model_path(None))
+                spec = work / "texts.json"
+                spec.write_text(json.dumps({"texts": texts, "model_path": model_path,
+                                            "batch_size": batch_size}), encoding="utf-8")
+                out("raw sentence-transformers on the same texts ...")
+                done = run_measured([sys.executable, "-c", RAW_SCRIPT, str(spec)], work, env,
+                                    work)
+                figures["raw"] = {"wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
+                                  **json.loads(done["stdout"].strip().splitlines()[-1])}
+                spec.unlink()
+            command = [*_searcheval(), "run", "--dataset", str(folder), "--output",
+                       str(base / "out"), "--configurations-file",
+                       str(project / "configurations.yaml"),
+                       "--configurations", ",".join(configurations),
+                       "--no-baseline", "--quiet"]
+            for number, label in enumerate(["cold", *(["warm"] * warm_runs)]):
+                out(f"searcheval run, {label} ...")
+                timings = work / f"timings-{number}.jsonl"
+                done = run_measured(command, work, {**env, TIMINGS: str(timings)}, work)
+                metrics = json.loads((base / "out" / "metrics.json").read_text(encoding="utf-8"))
+                kept = prefect_server.read_state(prefect_server.state_dir(work))
+                flow = None
+                if kept is not None and metrics.get("flow_run_id"):
+                    flow = flow_run_times(kept.api_url, metrics["flow_run_id"])
+                figure = {"wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
+                          "peak_pss": done["peak_pss"],
+                          "stages": stages(done["start"], done["end"], read_marks(timings), flow),
+                          "embeddings": metrics.get("embeddings", {}),
+                          "embedding_s": (metrics.get("cost") or {}).get("embedding", {})
+                          .get("seconds")}
+                if label == "warm":
+                    figures["warm"].append(figure)
+                else:
+                    figures["cold"] = figure
+        finally:
+            was = prefect_server.stop(work)
+            database.stop_embedded(work / database.EMBEDDED_PGDATA)
+        figures["server_stopped"] = was.state == "running" and was.server is not None \
+            and not prefect_server.group_alive(was.server.pid)
+    finally:
+        if own:
+            shutil.rmtree(base, ignore_errors=True)
+
+    report(figures, warm_runs=warm_runs, embeds=embeds, stage_names=STAGE_NAMES, out=out)
+    return figures
+
+
+SEARCHABLE_NOTE = "6,000-word vocabulary, queries from relevant products' names"
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2 ** 20:.0f}"
+
+
+def report(figures: dict, *, warm_runs: int, embeds: bool, stage_names: dict, out=say) -> None:
+    """The tables and the goals, from `benchmark_wands`'s figures (sets figures['goals'])."""
+    cold, warms = figures["cold"], figures["warm"]
+    warm_s = statistics.median(w["wall_s"] for w in warms)
+    median_warm = sorted(warms, key=lambda w: w["wall_s"])[(warm_runs - 1) // 2]
+    runs = [cold, *warms]
+    peak_rss = max(r["peak_rss"] for r in runs)
+    peak_pss = max(r["peak_pss"] for r in runs)
+    validate_s = cold["stages"].get("validate")
+    raw = figures.get("raw")
+    embedded = cold["embeddings"].get("embedded")
+    ratio = (cold["embedding_s"] / raw["encode_s"]
+             if raw and cold["embedding_s"] and raw["encode_s"] > 0 else None)
+    figures["warm_s"], figures["validate_s"] = warm_s, validate_s
+    figures["peak_rss"], figures["peak_pss"], figures["embed_ratio"] = peak_rss, peak_pss, ratio
+
+    out("")
+    out(f"| {'pass':<48} | {'seconds':>8} | {'peak MiB':>8} | {'':<36} |")
+    out(f"| {'-' * 48} | {'-' * 8}:| {'-' * 8}:| {'-' * 36} |")
+    rows = []
+    if raw:
+        rows.append(("raw sentence-transformers, encode only", raw["encode_s"], None,
+                     f"{figures['texts']} texts"))
+        rows.append(("raw, whole process (imports, model load)", raw["wall_s"], raw["peak_rss"],
+                     ""))
+    rows.append(("searcheval run, cold (whole process)", cold["wall_s"], cold["peak_rss"],
+                 f"{embedded or 0} embedded in {cold['embedding_s'] or 0:.1f} s"))
+    for i, w in enumerate(warms, 1):
+        rows.append((f"searcheval run, warm {i}", w["wall_s"], w["peak_rss"],
+                     f"{w['embeddings'].get('embedded') or 0} embedded"))
+    for name, secs, peak, note in rows:
+        cell = f"{_mib(peak):>8}" if peak is not None else f"{'':>8}"
+        out(f"| {name:<48} | {secs:>8.1f} | {cell} | {note:<36} |")
+    out("")
+    out("where the time goes (seconds; warm: the median run)")
+    out(f"| {'stage':<52} | {'cold':>8} | {'warm':>8} |")
+    out(f"| {'-' * 52} | {'-' * 8}:| {'-' * 8}:|")
+    for stage, name in stage_names.items():
+        values = [cold["stages"].get(stage), median_warm["stages"].get(stage)]
+        if stage == "other_tasks" and all(v is None or abs(v) < 0.005 for v in values):
+            continue
+        cells = [f"{v:>8.2f}" if v is not None else f"{'':>8}" for v in values]
+        out(f"| {name:<52} | {cells[0]} | {cells[1]} |")
+    out(f"| {'whole process':<52} | {sum(cold['stages'].values()):>8.2f} | "
+        f"{sum(median_warm['stages'].values()):>8.2f} |")
+    out("")
+    goals = {
+        "warm": warm_s < GOAL_WARM_S,
+        "validate": validate_s is not None and validate_s < GOAL_VALIDATE_S,
+        "memory": peak_rss < GOAL_PEAK_BYTES,
+        "warm embeds nothing": all(w["embeddings"].get("embedded") in (0, None) for w in warms),
+        "server stopped": figures["server_stopped"],
+    }
+    each = ", ".join(f"{w['wall_s']:.1f}" for w in warms)
+    out(f"goal: warm end to end under {GOAL_WARM_S:.0f} s: {warm_s:.1f} s (median of "
+        f"{warm_runs}; {each}): "
+        f"{'met' if goals['warm'] else 'MISSED'}")
+    shown = f"{validate_s:.2f} s" if validate_s is not None else "not measured"
+    out(f"goal: the validation step under {GOAL_VALIDATE_S:.0f} s: {shown} (the cold run's "
+        f"validate task; warm: {median_warm['stages'].get('validate') or 0:.2f} s): "
+        f"{'met' if goals['validate'] else 'MISSED'}")
+    alone = figures.get("validation")
+    if alone:
+        out(f"the validation step alone (validate_collection, {alone['labels']} labels, best of "
+            f"3 in a fresh process): {alone['seconds']:.2f} s wall, {alone['cpu_seconds']:.2f} s "
+            f"CPU; importing GX and building its suites once a process: "
+            f"{alone['setup_seconds']:.2f} s; {alone['findings']} findings")
+    out(f"goal: peak memory under {GOAL_PEAK_BYTES / 2 ** 30:.0f} GiB: {_mib(peak_rss)} MiB "
+        f"(sum of RSS of the run's process tree and its servers; sum of PSS {_mib(peak_pss)} "
+        f"MiB): {'met' if goals['memory'] else 'MISSED'}")
+    if not embeds:
+        out("goal: cold embedding within 1.1x of raw sentence-transformers: not measured "
+            "(no configuration embeds)")
+    elif ratio is None:
+        out(f"goal: cold embedding within {GOAL_EMBED_RATIO}x of raw sentence-transformers: "
+            f"not measured (raw skipped); {embedded or 0} texts embedded in "
+            f"{cold['embedding_s'] or 0:.1f} s")
+    else:
+        goals["embedding"] = ratio <= GOAL_EMBED_RATIO
+        out(f"goal: cold embedding within {GOAL_EMBED_RATIO}x of raw sentence-transformers: "
+            f"{cold['embedding_s']:.1f} s against {raw['encode_s']:.1f} s, {ratio:.2f}x "
+            f"({embedded} texts): {'met' if goals['embedding'] else 'MISSED'}")
+    out(f"the kept server stopped, no process left: "
+        f"{'yes' if figures['server_stopped'] else 'NO'}")
+    try:
+        load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        load = "unknown"
+    out(f"load average at the end: {load}")
+    figures["goals"] = goals
+    figures["goal_met"] = all(goals.values())

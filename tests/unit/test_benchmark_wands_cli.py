@@ -1,0 +1,70 @@
+"""`searcheval benchmark wands` without running a nightly: what it refuses, how it measures the
+memory of a process tree, and how it turns figures into goals."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from searcheval.bench.run import STAGE_NAMES
+from searcheval.bench.wands import TreeMemory, report, run_measured
+from searcheval.cli import main
+
+
+def test_the_cli_refuses_impossible_sizes_and_a_model_without_a_model(capsys):
+    assert main(["benchmark", "wands", "--products", "2", "--queries", "2", "--labels", "5"]) == 2
+    assert "expected at most --products x --queries labels" in capsys.readouterr().err
+    assert main(["benchmark", "wands", "--no-model", "--configurations", "bm25,dense"]) == 2
+    assert "--no-model runs bm25 only" in capsys.readouterr().err
+    assert main(["benchmark", "wands", "--warm-runs", "0"]) == 2
+
+
+def test_the_peak_memory_counts_the_children_of_the_tree(tmp_path):
+    # a parent holding ~20 MB starts a child holding ~150 MB: the tree's peak holds both
+    child = "import time; b = bytearray(150 * 2**20); b[::4096] = b'x' * len(b[::4096]); " \
+            "time.sleep(1.5)"
+    parent = ("import subprocess, sys; a = bytearray(20 * 2**20); a[::4096] = b'y' * "
+              f"len(a[::4096]); subprocess.run([sys.executable, '-c', {child!r}])")
+    done = run_measured([sys.executable, "-c", parent], tmp_path, {}, tmp_path)
+    assert done["peak_rss"] > 170 * 2**20, done["peak_rss"]
+    assert 0 < done["peak_pss"] <= done["peak_rss"]
+    assert 1.4 < done["wall_s"] < 30
+
+
+def test_a_process_alone_is_measured_alone():
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
+    try:
+        memory = TreeMemory(sleeper.pid)
+        memory.sample()
+        assert 1 * 2**20 < memory.peak_rss < 150 * 2**20
+    finally:
+        sleeper.wait()
+
+
+def _run(wall, validate, peak, embedded=0, embedding_s=None):
+    stages = {"start": 0.1, "validate": validate, "flow_steps": wall - 0.1 - validate}
+    return {"wall_s": wall, "peak_rss": peak, "peak_pss": peak // 2, "stages": stages,
+            "embeddings": {"embedded": embedded}, "embedding_s": embedding_s}
+
+
+def test_the_goals_follow_the_figures():
+    lines: list[str] = []
+    figures = {"texts": 100, "server_stopped": True,
+               "raw": {"encode_s": 10.0, "wall_s": 14.0, "peak_rss": 2**29},
+               "cold": _run(90.0, 4.0, 2**30, 100, 10.5),
+               "warm": [_run(20.0, 0.0, 2**30), _run(70.0, 0.0, 2**30), _run(30.0, 0.0, 2**30)]}
+    report(figures, warm_runs=3, embeds=True, stage_names=STAGE_NAMES, out=lines.append)
+    assert figures["warm_s"] == 30.0 and figures["validate_s"] == 4.0
+    assert figures["embed_ratio"] == 1.05
+    assert figures["goal_met"], lines
+    text = "\n".join(lines)
+    assert "goal: cold embedding within 1.1x of raw sentence-transformers: 10.5 s against " \
+           "10.0 s, 1.05x (100 texts): met" in text
+    figures["cold"] = _run(90.0, 5.5, 3 * 2**30, 100, 12.0)
+    lines.clear()
+    report(figures, warm_runs=3, embeds=True, stage_names=STAGE_NAMES, out=lines.append)
+    assert not figures["goal_met"]
+    text = "\n".join(lines)
+    assert "the validation step under 5 s: 5.50 s" in text and "MISSED" in text
+    assert "peak memory under 2 GiB: 3072 MiB" in text
+    assert "1.20x (100 texts): MISSED" in text
