@@ -124,8 +124,9 @@ def save(key: str, index, folder: Path | None) -> Path | None:
     return _path(folder, key)
 
 
-def prune(folder: Path, keep: int = KEEP) -> None:
-    """Remove all but the `keep` most recently used index files."""
+def prune(folder: Path, keep: int | None = None) -> None:
+    """Remove all but the `keep` (default `KEEP`) most recently used index files."""
+    keep = KEEP if keep is None else keep
     files = sorted(folder.glob(f"{PREFIX}*{SUFFIX}"), key=lambda p: p.stat().st_mtime,
                    reverse=True)
     for old in files[keep:]:
