@@ -331,18 +331,23 @@ def search(plan: RunPlan, collection: Collection, embedded) -> dict:
                                                    request.shards, together=together)
              for c in plan.selected}
     progress.start("searching", len(queries) * len(plan.selected), "queries")
-    futures = {c.name: [t.run_configuration.submit(c, whole(collection), whole(part),
-                                                    embedded.model, request.depth)
-                        for part in parts[c.name]]
-               for c in plan.selected}
-    runs = {}
-    for c in plan.selected:
-        shards = parts[c.name]
-        done = gather(futures[c.name],
-                      lambda i, _: progress.advance("searching", len(shards[i].queries)))
-        runs[c.name] = pipeline.merge_runs(done)
+    runs: dict = {}
+    # fused after the bm25 and dense runs it takes its components' results from (the same
+    # sha256): searched once, not twice (rankers.registry.reusable_siblings)
+    for wave in pipeline.reuse_order(plan.selected):
+        futures = {c.name: [t.run_configuration.submit(
+                                c, whole(collection), whole(part), embedded.model, request.depth,
+                                whole(pipeline.shard_siblings(c, plan.selected, runs, part,
+                                                              request.depth)))
+                            for part in parts[c.name]]
+                   for c in wave}
+        for c in wave:
+            shards = parts[c.name]
+            done = gather(futures[c.name],
+                          lambda i, _: progress.advance("searching", len(shards[i].queries)))
+            runs[c.name] = pipeline.merge_runs(done)
     progress.finish("searching")
-    return runs
+    return {c.name: runs[c.name] for c in plan.selected}
 
 
 def counted_batch(size: int, done: pipeline.EmbeddedTexts) -> None:

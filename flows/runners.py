@@ -138,6 +138,8 @@ def execution_record(shards: int, embed_batch: int,
     record: dict = {"task_runner": "thread" if isinstance(task_runner, ThreadPoolTaskRunner)
                     else type(task_runner).__name__ if task_runner is not None else None,
                     "shards": shards, "embed_batch": embed_batch}
+    if task_runner is None or isinstance(task_runner, ThreadPoolTaskRunner):
+        return record  # prefect_dask is not imported for the thread runner (a second of a run)
     try:
         from prefect_dask import DaskTaskRunner
     except ImportError:  # prefect-dask not installed: the thread runner is the only one
@@ -149,6 +151,28 @@ def execution_record(shards: int, embed_batch: int,
         else:
             record["dask_workers"] = (task_runner.cluster_kwargs or {}).get("n_workers")
     return record
+
+
+#: Prefect's flow-run heartbeat setting, by its environment variables (the legacy name too)
+HEARTBEAT_ENV = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+
+
+@contextmanager
+def no_heartbeats(environ: Mapping[str, str] | None = None) -> Iterator[bool]:
+    """A local run's flow run without heartbeats, unless the environment sets their frequency.
+
+    Prefect 3.9 beats every 180 s from a thread of its own, and at the flow run's end waits for
+    that thread, which sleeps in steps of a second: up to a second of every run, and an event
+    client started for beats nobody reads. Only the `searcheval-stuck-run` automation reads them
+    (deploy/automations.yaml), and only for flow runs of a deployment, whose workers set
+    PREFECT_FLOWS_HEARTBEAT_FREQUENCY themselves (deploy/prefect.yaml, `searcheval serve`): a run
+    started by `searcheval run` is not watched. Yields whether heartbeats are off."""
+    env = os.environ if environ is None else environ
+    if any(env.get(name, "").strip() for name in HEARTBEAT_ENV):
+        yield False  # asked for: kept
+        return
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        yield True
 
 
 def whole(value):

@@ -216,14 +216,19 @@ def index_collection(collection: Collection, texts: list[str],
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES,
       task_run_name="run-{configuration.name}-{shard.number}of{shard.of}")
 def run_configuration(configuration: Configuration, collection: Collection,
-                      shard: pipeline.QueryShard, model: str, k: int) -> RankedRun:
+                      shard: pipeline.QueryShard, model: str, k: int,
+                      siblings: dict[str, RankedRun] | None = None) -> RankedRun:
     """One configuration over one shard of the queries (submitted: may run on a Dask worker); a
-    connection is opened only for a configuration that reads the database. The Prefect Secret
-    blocks it names are read here, handed to the library in memory, never logged or stored."""
-    database = open_database() if needs_database(configuration) else nullcontext()
+    connection is opened only for a configuration that reads the database (and whose siblings'
+    runs, taken for its components, do not already answer it). The Prefect Secret blocks it
+    names are read here, handed to the library in memory, never logged or stored."""
+    database = open_database() if needs_database(configuration) and \
+        pipeline.shard_needs_database(configuration, collection, shard, k, siblings) \
+        else nullcontext()
     with database as conn:
         return pipeline.run_shard(conn, configuration, collection, shard, model, k,
-                                  secrets=load_secrets(secret_blocks(configuration)))
+                                  secrets=load_secrets(secret_blocks(configuration)),
+                                  siblings=siblings)
 
 
 def load_secrets(names: list[str]) -> dict[str, str]:

@@ -57,6 +57,18 @@ def no_stray_embedded_server(database_url):
 
 
 @pytest.fixture(scope="session", autouse=True)
+def bm25_cache_of_the_session(tmp_path_factory):
+    """The BM25 indexes runs keep on disk (searcheval.rankers.bm25_cache) go to a folder of the
+    session, never to `.searcheval/cache` of the folder the tests run from."""
+    from searcheval.rankers import bm25_cache
+
+    patch = pytest.MonkeyPatch()
+    patch.setenv(bm25_cache.ENV_DIR, str(tmp_path_factory.mktemp("bm25-cache")))
+    yield
+    patch.undo()
+
+
+@pytest.fixture(scope="session", autouse=True)
 def no_kept_prefect_server():
     """A `searcheval run` a test starts without PREFECT_API_URL gets Prefect's temporary server,
     stopped with the run, never a kept one (searcheval.prefect_server) that would outlive the

@@ -4,10 +4,11 @@ and where their time goes, stage by stage.
 - raw: sentence-transformers alone, in a process of its own, encoding the texts the run embeds
   (the same texts, batch size and normalisation): the floor a cold run cannot go under.
 - cold: `searcheval run` in a fresh working folder: no database (initdb), no embedding cache, no
-  Prefect server (the run starts the folder's kept one: a new Prefect database, its migrations),
+  BM25 index cache, no Prefect server (the run starts the folder's kept one: a new Prefect database, its migrations),
   validation not cached; the model loads and every text is embedded.
 - warm (`warm_runs` times): the same command again in the same folder: the kept server and the
-  embedded Postgres are running, nothing to embed, no model loaded.
+  embedded Postgres are running, nothing to embed, no model loaded, the BM25 index read from the
+  folder's `.searcheval/cache`.
 - temporary: one more warm run with SEARCHEVAL_PREFECT_SERVER=temporary, as every run was before
   issue #27: Prefect starts a server for the run and stops it at its end.
 
@@ -87,15 +88,17 @@ STAGE_NAMES = {
 
 
 def _environment(work: Path, project: Path) -> dict[str, str]:
-    """The environment of every timed process: the project's flows, a Prefect home and an
-    embedded database of the working folder's own, no Prefect server or database of the
-    user's, the kept Prefect server (whatever SEARCHEVAL_PREFECT_SERVER says here)."""
+    """The environment of every timed process: the project's flows, a Prefect home, an
+    embedded database and a BM25 index cache of the working folder's own, no Prefect server or
+    database of the user's, the kept Prefect server (whatever SEARCHEVAL_PREFECT_SERVER says
+    here)."""
     from searcheval import prefect_server
+    from searcheval.rankers import bm25_cache
     from searcheval.store import database
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("PREFECT_API_URL", database.ENV_URL, "PREFECT_HOME",
-                        prefect_server.ENV_MODE)}
+                        prefect_server.ENV_MODE, bm25_cache.ENV_DIR)}
     env.update({"SEARCHEVAL_PROJECT": str(project), "PREFECT_HOME": str(work / "prefect-home"),
                 "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"})
     return env

@@ -281,7 +281,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     api = import_project_module("flows.prefect_api")  # which server: one line on stderr
     mark("imported")
     with api.run_api(quiet=args.quiet), database_env(args.database_url), \
-            runners.api_for_workers(runner):
+            runners.api_for_workers(runner), runners.no_heartbeats():  # nothing watches them
         mark("server")
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
     mark("flow")

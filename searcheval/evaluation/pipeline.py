@@ -48,7 +48,8 @@ from searcheval.metrics.segments import query_segments
 from searcheval.rankers.embeddings import CachedEmbedder, model_fingerprint, model_name
 from searcheval.rankers.configs import Configuration
 from searcheval.rankers.limits import Lanes, lane_shards
-from searcheval.rankers.registry import RunContext, lane_count, run_configuration
+from searcheval.rankers.registry import (RunContext, lane_count, reusable_siblings,
+                                         run_configuration, sibling_key, still_needs_database)
 from searcheval.types import Collection, Query, RankedRun
 
 
@@ -241,14 +242,62 @@ def configuration_shards(configuration: Configuration, queries: list[Query],
     return out
 
 
+def shard_context(conn: psycopg.Connection | None, collection: Collection, shard: QueryShard,
+                  model: str, secrets: dict[str, str] | None = None,
+                  siblings: dict[str, RankedRun] | None = None) -> RunContext:
+    return RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
+                      model=model, secrets=secrets or {}, lanes=shard.lanes,
+                      siblings=siblings or {})
+
+
+def reuse_order(selected: list[Configuration]) -> tuple[list[Configuration], list[Configuration]]:
+    """The configurations in two waves: first every one no other one takes runs from and those
+    that take none, then those that take a sibling's runs for a component (`fused` after `bm25`
+    and `dense` with the same sha256: `rankers.registry.reusable_siblings`)."""
+    later = [c for c in selected if reusable_siblings(c, selected)]
+    return [c for c in selected if c not in later], later
+
+
+def shard_siblings(configuration: Configuration, selected: list[Configuration],
+                   runs: dict[str, RankedRun], shard: QueryShard, k: int) -> dict[str, RankedRun]:
+    """The finished runs of `configuration`'s siblings (`rankers.registry.reusable_siblings`)
+    over the shard's queries, by `sibling_key`: what its shard takes instead of searching. Each
+    run's usage is the shard's share of its whole."""
+    out: dict[str, RankedRun] = {}
+    ids = [q.id for q in shard.queries]
+    for sibling in reusable_siblings(configuration, selected):
+        run = runs.get(sibling.name)
+        if run is None:
+            continue
+        share = len(ids) / max(1, len(run.results) + len(run.errors))
+        out[sibling_key(sibling, k)] = RankedRun(
+            configuration=sibling.name,
+            results={q: run.results[q] for q in ids if q in run.results},
+            latency_ms={q: run.latency_ms[q] for q in ids if q in run.latency_ms},
+            errors={q: run.errors[q] for q in ids if q in run.errors},
+            timing={q: run.timing[q] for q in ids if q in run.timing},
+            usage={key: value * share for key, value in run.usage.items()})
+    return out
+
+
+def shard_needs_database(configuration: Configuration, collection: Collection,
+                         shard: QueryShard, k: int,
+                         siblings: dict[str, RankedRun] | None = None) -> bool:
+    """Whether the shard must open a connection: not when the siblings hold the runs of every
+    component that reads the database."""
+    context = shard_context(None, collection, shard, "", siblings=siblings)
+    return still_needs_database(configuration, context, shard.queries, k)
+
+
 def run_shard(conn: psycopg.Connection | None, configuration: Configuration,
               collection: Collection, shard: QueryShard, model: str, k: int,
-              secrets: dict[str, str] | None = None) -> RankedRun:
+              secrets: dict[str, str] | None = None,
+              siblings: dict[str, RankedRun] | None = None) -> RankedRun:
     """One resolved configuration over one shard of the queries, `k` results per query. `conn` is
     needed by the configurations that read the database (`rankers.registry.needs_database`);
-    `secrets` are the Prefect Secret blocks it reads, resolved by the task layer."""
-    context = RunContext(conn=conn, catalog=collection.catalog_id, resources=collection.resources,
-                         model=model, secrets=secrets or {}, lanes=shard.lanes)
+    `secrets` are the Prefect Secret blocks it reads, resolved by the task layer; `siblings`
+    the runs of other configurations it may take for a component (`shard_siblings`)."""
+    context = shard_context(conn, collection, shard, model, secrets, siblings)
     run = run_configuration(configuration, context, shard.queries, shard.query_vectors, k=k)
     progress.advance("searching", len(shard.queries))  # one report for every shard and configuration
     return run

@@ -170,7 +170,9 @@ def load_suite_file(path: str | Path):
 
 
 def _import_gx():
-    with warnings.catch_warnings():
+    from searcheval.importing import HEAVY_IMPORTS
+
+    with HEAVY_IMPORTS, warnings.catch_warnings():  # not beside torch's (searcheval.importing)
         # great_expectations' file_path_data_connector imports sre_constants and sre_parse,
         # deprecated since Python 3.11
         warnings.filterwarnings("ignore", message=r"module 'sre_\w+' is deprecated",

@@ -7,7 +7,6 @@ queries are ranked in SQL (`ORDER BY embedding <=> q LIMIT k`) through the HNSW 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -50,7 +49,8 @@ def _query_matrix(query_ids: Sequence[str], query_vectors: Any) -> np.ndarray:
 def run_dense(conn: psycopg.Connection, catalog: str, model: str, query_ids: Sequence[str],
               query_vectors: Any, k: int = 100, exact: bool = False) -> RankedRun:
     """Rank the catalog's document vectors for each query: score = cosine similarity, best first,
-    ties broken by document id descending. `latency_ms` is measured around the SQL of each query.
+    ties broken by document id descending. `latency_ms` is measured around the SQL of each query; the queries share one transaction
+    (`store.dense_search_many`).
     """
     vectors = _query_matrix(query_ids, query_vectors)
     if len(set(query_ids)) != len(query_ids):
@@ -61,10 +61,9 @@ def run_dense(conn: psycopg.Connection, catalog: str, model: str, query_ids: Seq
                          field="catalog")
     results: dict[str, list[tuple[str, float]]] = {}
     latency: dict[str, float] = {}
-    for qid, vector in zip(query_ids, vectors):
-        start = time.perf_counter()
-        hits = store.dense_search(conn, catalog, model, vector, k, exact=exact)
-        latency[qid] = (time.perf_counter() - start) * 1000.0
+    searched = store.dense_search_many(conn, catalog, model, list(vectors), k, exact=exact)
+    for qid, (hits, milliseconds) in zip(query_ids, searched):  # one transaction for them all
+        latency[qid] = milliseconds
         hits.sort(key=lambda hit: hit[0], reverse=True)  # ties: doc id descending
         hits.sort(key=lambda hit: hit[1], reverse=True)  # stable: by score, best first
         results[qid] = hits

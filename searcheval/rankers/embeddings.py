@@ -115,8 +115,11 @@ def load_model(model_path: str | Path | None = None):
     key = str(path)
     with _lock:
         if key not in _models:
-            from sentence_transformers import SentenceTransformer
-            from transformers.utils import logging as hf_logging
+            from searcheval.importing import HEAVY_IMPORTS
+
+            with HEAVY_IMPORTS:  # not beside Great Expectations' import (searcheval.importing)
+                from sentence_transformers import SentenceTransformer
+                from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # the "Loading weights" bar, on every load
             try:

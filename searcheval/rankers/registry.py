@@ -12,15 +12,18 @@ pyproject.toml
     mykind = "mypackage.searcheval_kind:KIND"
 
 Each configuration is independent of the others: `fused` runs the configurations it names itself
-(as the service does), so every configuration can run concurrently. The BM25 index of a catalog
-and a parameter set is built once per process and shared.
+(as the service does), so every configuration can run concurrently. When the run already ran a
+configuration with the same inputs (the same `sha256`: kind, parameters, components) over the same
+queries at the same depth, `fused` takes its results instead of searching again
+(`RunContext.siblings`: the flow hands them on, `reusable_siblings` names them); a sibling with a
+failed query, or without one of the queries, is not taken: the component searches again. The BM25
+index of a catalog and a parameter set is built once per process and shared, and kept on disk
+between runs (`rankers.bm25_cache`).
 """
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -58,6 +61,10 @@ class RunContext:
     model: str = ""
     secrets: Mapping[str, str] = field(default_factory=dict)
     lanes: "Lanes | None" = None
+    #: runs of this run's other configurations over these queries at this depth, by
+    #: `sibling_key` (a configuration's sha256 and the depth): a component with the same key is
+    #: taken from here, not searched again
+    siblings: Mapping[str, RankedRun] = field(default_factory=dict)
 
 
 Runner = Callable[["Configuration", RunContext, Sequence[Query], "np.ndarray | None", int],
@@ -207,13 +214,60 @@ def secret_blocks(configuration: "Configuration") -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def sibling_key(configuration: "Configuration", k: int) -> str:
+    """What makes two configurations' runs over the same queries equal: the sha256 of the
+    ranker's inputs (kind, parameters, components: `configs.configuration_hash`) and the depth."""
+    return f"{configuration.sha256}@{k}"
+
+
+def reusable_siblings(configuration: "Configuration",
+                      selected: Sequence["Configuration"]) -> list["Configuration"]:
+    """The configurations of `selected` whose runs `configuration` can take for a component of
+    its own: the same sha256 (so the same kind and parameters), themselves without components.
+    Only deterministic kinds are components (fused's are bm25 and dense), so taking one's
+    results is running it again."""
+    wanted = {c.sha256 for c in configuration.components if c.sha256}
+    return [c for c in selected if c.name != configuration.name and not c.components
+            and c.sha256 in wanted]
+
+
+def _reused(configuration: "Configuration", context: RunContext, queries: Sequence[Query],
+            k: int) -> RankedRun | None:
+    """The sibling's run of `configuration` over `queries`, if the run has one with every query
+    answered (a failed query, or a missing one: None, searched again)."""
+    sibling = context.siblings.get(sibling_key(configuration, k)) if configuration.sha256 \
+        else None
+    if sibling is None or any(q.id in sibling.errors or q.id not in sibling.results
+                              for q in queries):
+        return None
+    ids = [q.id for q in queries]
+    share = len(ids) / max(1, len(sibling.results))
+    return RankedRun(configuration=configuration.name,
+                     results={q: sibling.results[q] for q in ids},
+                     latency_ms={q: sibling.latency_ms[q] for q in ids if q in sibling.latency_ms},
+                     timing={q: sibling.timing[q] for q in ids if q in sibling.timing},
+                     usage={key: value * share for key, value in sibling.usage.items()})
+
+
+def still_needs_database(configuration: "Configuration", context: RunContext,
+                         queries: Sequence[Query], k: int) -> bool:
+    """`needs_database`, less the components whose runs the context's siblings hold."""
+    if not needs_database(configuration):
+        return False
+    if get_kind(configuration.kind).needs_database or not configuration.components:
+        return True
+    return any(needs_database(c) and _reused(c, context, queries, k) is None
+               for c in configuration.components)
+
+
 def run_configuration(configuration: "Configuration", context: RunContext,
                       queries: Sequence[Query], query_vectors: np.ndarray | None,
                       k: int = 100) -> RankedRun:
     """One resolved configuration over `queries` (vectors in the same order), `k` results per
     query; the run is named after the configuration."""
     kind = get_kind(configuration.kind)
-    if needs_database(configuration) and (context.conn is None or query_vectors is None):
+    if still_needs_database(configuration, context, queries, k) \
+            and (context.conn is None or query_vectors is None):
         raise InputError(f"the {configuration.name} configuration needs the database and query "
                          "vectors", field="configurations")
     cpu = time.thread_time()
@@ -230,17 +284,23 @@ _indexes: dict[str, Any] = {}
 _lock = threading.Lock()
 
 
-def bm25_index(resources: Sequence[Resource], **params):
-    """The BM25F index of this exact catalog content and parameters, built once per process."""
+def bm25_index(resources: Sequence[Resource], *, disk: bool = True, **params):
+    """The BM25F index of this exact catalog content and parameters: built once per process,
+    and (`disk`) kept on disk between processes (`rankers.bm25_cache`)."""
+    from searcheval.rankers import bm25_cache
     from searcheval.rankers.bm25 import BM25FIndex
 
-    key = hashlib.sha256(("\n".join(r.content_hash for r in resources)
-                          + json.dumps(params, sort_keys=True)).encode()).hexdigest()
+    key = bm25_cache.index_key(resources, params)
     with _lock:
         if key not in _indexes:
             if len(_indexes) >= 4:  # a few catalogs / parameter sets at a time, not old ones
                 _indexes.pop(next(iter(_indexes)))
-            _indexes[key] = BM25FIndex(resources, **params)
+            folder = bm25_cache.cache_dir() if disk else None
+            index = bm25_cache.load(key, folder)
+            if index is None:
+                index = BM25FIndex(resources, **params)
+                bm25_cache.save(key, index, folder)
+            _indexes[key] = index
         return _indexes[key]
 
 
@@ -281,12 +341,19 @@ def _validate_fused(params: dict, entry: str, file: str | None) -> None:
 def _run_fused(configuration, context: RunContext, queries, query_vectors, k) -> RankedRun:
     from searcheval.rankers.fusion import run_fused
 
-    lexical = run_configuration(configuration.component(configuration.params["lexical"]),
-                                context, queries, query_vectors, k)
-    semantic = run_configuration(configuration.component(configuration.params["semantic"]),
-                                 context, queries, query_vectors, k)
-    return run_fused(lexical, semantic, context.resources, queries,
-                     fusion_params(configuration.params, depth=k))
+    parts, taken_cpu = [], 0.0
+    for param in ("lexical", "semantic"):
+        component = configuration.component(configuration.params[param])
+        reused = _reused(component, context, queries, k)  # the sibling's run, else search now
+        if reused is not None:
+            taken_cpu += reused.usage.get("cpu_s", 0.0)
+            parts.append(reused)
+        else:
+            parts.append(run_configuration(component, context, queries, query_vectors, k))
+    run = run_fused(*parts, context.resources, queries,
+                    fusion_params(configuration.params, depth=k))
+    # what serving it costs: a taken component's CPU counts as if it had run here
+    return replace(run, usage={"cpu_s": taken_cpu}) if taken_cpu else run
 
 
 _NON_NEGATIVE = dict(minimum=0.0)

@@ -19,6 +19,7 @@ from searcheval.store.catalog import (
                                       count_doc_vectors,
                                       count_embeddings,
                                       dense_search,
+                                      dense_search_many,
                                       dense_search_plan,
                                       hnsw_search,
                                       load_catalog_hashes,
@@ -51,7 +52,7 @@ from searcheval.store.traces import (
 
 __all__ = [
     "EF_SEARCH_MAX", "EF_SEARCH_MIN", "HNSW_DIMENSIONS", "TRACES_SOURCE", "count_cached", "count_doc_vectors",
-    "count_embeddings", "count_traces", "dense_search", "dense_search_plan", "hnsw_search",
+    "count_embeddings", "count_traces", "dense_search", "dense_search_many", "dense_search_plan", "hnsw_search",
     "ingest_traces", "iter_trace_rows", "last_replay_runs", "last_runs", "load_catalog_hashes",
     "load_embeddings", "load_resources", "load_trace_table", "replay_run_metrics", "run_metrics",
     "run_query_results", "run_segment_metrics", "save_catalog", "save_doc_vectors",

@@ -9,6 +9,7 @@ text is stored and searched verbatim.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -212,20 +213,46 @@ def dense_search(conn: psycopg.Connection, catalog: str, model: str, query_vecto
     answer only ever means a small catalog. `exact=True`, or vectors of another dimension,
     compare every document.
     """
+    return dense_search_many(conn, catalog, model, [query_vector], k, exact=exact)[0][0]
+
+
+def dense_search_many(conn: psycopg.Connection, catalog: str, model: str,
+                      query_vectors: Sequence[Any], k: int, exact: bool = False
+                      ) -> list[tuple[list[tuple[str, float]], float]]:
+    """`dense_search` of each query vector, all in one transaction: the plan settings are set
+    once, not per query (on SciFact's 300 queries three statements and a commit each were a
+    third of the dense configuration's time). Returns `(hits, milliseconds of its SQL)` per
+    vector, in their order; the vectors must share one dimension."""
     _check_catalog(catalog)
     if isinstance(k, bool) or not isinstance(k, int) or k < 1:
         raise InputError(f"expected k >= 1, got {k!r}", field="k")
-    q = _query_vector(query_vector)
-    params = {"catalog": catalog, "model": model, "q": q, "k": k, "dims": int(q.size)}
-    if exact or q.size != HNSW_DIMENSIONS:
-        return _fetch(conn.execute(sql.DENSE_SEARCH_EXACT, params))
+    vectors = [_query_vector(v) for v in query_vectors]
+    if not vectors:
+        return []
+    dims = int(vectors[0].size)
+    if any(v.size != dims for v in vectors):
+        raise InputError("expected query vectors of one dimension", field="query_vectors")
+    hnsw = not exact and dims == HNSW_DIMENSIONS
+    out: list[tuple[list[tuple[str, float]], float]] = []
+    stored: int | None = None  # the catalog's vectors, counted once if an answer is short
     with conn.transaction():
-        conn.execute(sql.SET_EF_SEARCH, {"ef_search": _ef_search(k)})
-        conn.execute(sql.FORCE_INDEX_SCAN)
-        rows = _fetch(conn.execute(sql.DENSE_SEARCH_HNSW_384, params))
-        if len(rows) < k and len(rows) < count_doc_vectors(conn, catalog, model, int(q.size)):
-            rows = _fetch(conn.execute(sql.DENSE_SEARCH_EXACT, params))
-    return rows
+        if hnsw:
+            conn.execute(sql.SET_EF_SEARCH, {"ef_search": _ef_search(k)})
+            conn.execute(sql.FORCE_INDEX_SCAN)
+        for q in vectors:
+            start = time.perf_counter()
+            params = {"catalog": catalog, "model": model, "q": q, "k": k, "dims": dims}
+            if not hnsw:
+                rows = _fetch(conn.execute(sql.DENSE_SEARCH_EXACT, params))
+            else:
+                rows = _fetch(conn.execute(sql.DENSE_SEARCH_HNSW_384, params))
+                if len(rows) < k:
+                    if stored is None:
+                        stored = count_doc_vectors(conn, catalog, model, dims)
+                    if len(rows) < stored:
+                        rows = _fetch(conn.execute(sql.DENSE_SEARCH_EXACT, params))
+            out.append((rows, (time.perf_counter() - start) * 1000.0))
+    return out
 
 
 def hnsw_search(conn: psycopg.Connection, catalog: str, model: str, query_vector: Any,
