@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from pathlib import Path
 
@@ -49,7 +50,16 @@ def _one_heap() -> None:
         pass
 
 
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS on one thread in this process (set before numpy is first imported; a
+    no-op after): scoring does no linear algebra, and starting a BLAS thread per core cost the
+    command more start-up time than it ever gave back."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    _one_blas_thread()
     import numpy as np
 
     _one_heap()

@@ -118,7 +118,8 @@ def load_trec_run(path: str | Path) -> Run:
 RUN_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 QRELS_COLUMNS = ("qid", "iteration", "doc", "grade")
 CHUNK_ROWS = 50_000  # run rows held at once by the streaming reader
-FILE_CHUNK_ROWS = 25_000  # ... of a file (half the peak memory of 50,000 above the imports' own)
+FILE_CHUNK_ROWS = 12_500  # ... of a file: each chunk's temporaries stay small (25,000 rows put
+# 6-9 MB more on `searcheval score`'s peak, 50,000 twice that, for no speed)
 
 
 class Fallback(Exception):
@@ -453,7 +454,7 @@ def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk
         yield _run_chunk(pa.Table.from_batches(pending), seen)
 
 
-def _read_ahead(reader, depth: int = 8) -> Iterator:
+def _read_ahead(reader, depth: int = 2) -> Iterator:
     """The reader's batches, parsed on a second thread while this one scores the ones before
     (pyarrow parses without holding the GIL); at most `depth` batches wait, so memory stays
     bounded. An error of the reader is raised here, at the batch it stopped at."""
