@@ -14,18 +14,23 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from searcheval.defaults import MAX_GRADE
 from searcheval.errors import InputError
-from searcheval.io.beir import load_beir_qrels
-from searcheval.io.files import add_grade, parse_grade, read_text
-from searcheval.types import Qrels, RankedRun, Run
+
+if TYPE_CHECKING:
+    from searcheval.types import Qrels, RankedRun, Run
+# the exact loaders' helpers (io.files, io.beir) are imported where they are used: `searcheval
+# score` reads plain files through the columnar readers below and never needs them
 
 
 def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
     """TREC qrels: `qid iteration docid grade`, whitespace separated, grades 0..max_grade."""
+    from searcheval.io.files import add_grade, parse_grade, read_text
+
     path = Path(path)
     text = read_text(path)
     qrels: Qrels = {}
@@ -45,6 +50,9 @@ def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
 def load_qrels(path: str | Path, *, max_grade: int | None = None) -> Qrels:
     """Either format, told apart by the BEIR header line, or (BEIR without a header) by a first
     line of three tab-separated columns where TREC has four."""
+    from searcheval.io.beir import load_beir_qrels
+    from searcheval.io.files import read_text
+
     path = Path(path)
     first = read_text(path).split("\n")[0]
     if first.startswith("query-id") or len(first.rstrip("\r").split("\t")) == 3:
@@ -81,6 +89,8 @@ def load_trec_run(path: str | Path) -> Run:
 
     Ranks in the file are ignored, as trec_eval ignores them: order comes from the scores.
     """
+    from searcheval.io.files import read_text
+
     path = Path(path)
     text = read_text(path)
     run: Run = {}

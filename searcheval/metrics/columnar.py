@@ -33,7 +33,8 @@ QUERY_BLOCK = 4_096  # queries whose padded matrices are built at once (a block'
 _FILTER_BITS = 20  # the join's filter: 1 MiB a thread, all zero between uses
 _FILTER_SHIFT = np.uint64(64 - _FILTER_BITS)
 _PER_THREAD = threading.local()  # (two threads scoring at once never share a filter)
-_SLOT_BITS = 16  # the duplicate check's table of slots (256 KiB, allocated per call)
+_SLOT_BITS = 17  # the duplicate check's table of slots (512 KiB, allocated per call; a chunk of a
+# file, 12,500 rows and the rest of its last batch, is at most a quarter of its slots)
 _SLOT_SHIFT = np.uint64(64 - _SLOT_BITS)
 
 
