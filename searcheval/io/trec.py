@@ -7,10 +7,7 @@ with the file and line. `load_qrels` also reads BEIR qrels (told apart by their 
 
 from __future__ import annotations
 
-import io
 import math
-import queue
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -151,26 +148,26 @@ def _plain_shape(path: Path) -> str:
     return " "
 
 
-class _Checked(io.RawIOBase):
-    """The file as pyarrow reads it, watched for a carriage return on the way (a line ends only
-    at "\n"; pyarrow would also end one at "\r"), so the file is read once."""
+class _Checked:
+    """The file for pyarrow to read natively, after one pass over it looking for a carriage return
+    (a line ends only at "\n"; pyarrow would also end one at "\r"). A Python file object would
+    be called back for every block from pyarrow's own reading thread, which must then wait for
+    the interpreter's lock (up to its 5 ms switch interval) while this thread works."""
+
+    SCAN = 1 << 20
 
     def __init__(self, path: Path):
-        self._fh = open(path, "rb", buffering=0)
         self.carriage_return = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self._fh.readinto(buffer)
-        if n and not self.carriage_return and b"\r" in memoryview(buffer)[:n].tobytes():
-            self.carriage_return = True
-        return n
+        buffer = bytearray(self.SCAN)
+        with open(path, "rb", buffering=0) as fh:
+            while n := fh.readinto(buffer):
+                if buffer.find(b"\r", 0, n) >= 0:
+                    self.carriage_return = True
+                    break
+        self.file = _arrow().OSFile(str(path))
 
     def close(self) -> None:
-        self._fh.close()
-        super().close()
+        self.file.close()
 
     def check(self) -> None:
         if self.carriage_return:
@@ -350,12 +347,12 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
     options = _csv_options(path, QRELS_COLUMNS, types, block_size=1 << 18)
     source = _Checked(path)
     try:
-        table = pa_csv.read_csv(source, *options)
+        source.check()
+        table = pa_csv.read_csv(source.file, *options)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         raise Fallback("not plain TREC qrels") from None
     finally:
         source.close()
-    source.check()
     if table.num_rows == 0:
         raise Fallback("no rows")
     grade = to_numpy(table.column("grade"))
@@ -397,31 +394,52 @@ class RunChunk:
     shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
 
 
+RUN_BLOCK = 1 << 20  # bytes of a run file parsed at once
+
+
 def iter_run_chunks(path: str | Path, *, rows: int = FILE_CHUNK_ROWS) -> Iterator[RunChunk]:
-    """A TREC run streamed by pyarrow in chunks of whole queries (about `rows` rows each), so memory
-    stays bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
+    """A TREC run streamed in chunks of whole queries (about `rows` rows each), so memory stays
+    bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
     are not together (the exact loader takes any order)."""
+    path = Path(path)
+    with open(path, "rb", buffering=0) as fh:
+        yield from _chunks(_run_batches(fh, path), rows)
+
+
+def _run_batches(fh, path: Path, block: int = RUN_BLOCK) -> Iterator:
+    """The run's rows as pyarrow batches, in this thread: the file read a block of whole lines at
+    a time and each block parsed by pyarrow's CSV reader, serially. (A streaming reader hands
+    every block from a thread to another; on a busy machine each hand-over waits for a core, and
+    those waits cost more wall time than parsing beside scoring ever saved.)"""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "score": pa.float64()}
-    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)
-    source = _Checked(path)
-    try:
-        reader = pa_csv.open_csv(source, *options)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        source.close()
-        raise Fallback("not a plain TREC run") from None
-    batches = _read_ahead(reader)
-    try:
-        yield from _chunks(batches, source, rows)
-    finally:
-        batches.close()  # the parsing thread stops before its file is closed
-        source.close()
+    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)  # batches of 256 KiB
+    rest = b""
+    while True:
+        data = fh.read(block)
+        if data:
+            data = rest + data if rest else data
+            cut = data.rfind(b"\n") + 1
+            if not cut:  # a line longer than a block: read on
+                rest = data
+                continue
+            data, rest = data[:cut], data[cut:]
+        else:  # the end: a last line without "\n", if any
+            data, rest = rest, b""
+            if not data:
+                return
+        if b"\r" in data:  # a line ends only at "\n"; pyarrow would also end one at "\r"
+            raise Fallback("carriage return")
+        try:
+            table = pa_csv.read_csv(pa.py_buffer(data), *options)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise Fallback("not a plain TREC run") from None
+        yield from table.to_batches()
 
 
-def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk]:
+def _chunks(batches: Iterator, rows: int) -> Iterator[RunChunk]:
     pa = _arrow()
     seen: set[str] = set()
     pending: list = []
@@ -434,9 +452,6 @@ def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk
             held += batch.num_rows
         except StopIteration:
             done = True
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            raise Fallback("not a plain TREC run") from None
-        source.check()
         if held < rows and not done:
             continue
         if not held:
@@ -462,43 +477,6 @@ def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk
         yield _run_chunk(head, seen)
     if held:
         yield _run_chunk(pa.Table.from_batches(pending), seen)
-
-
-def _read_ahead(reader, depth: int = 2) -> Iterator:
-    """The reader's batches, parsed on a second thread while this one scores the ones before
-    (pyarrow parses without holding the GIL); at most `depth` batches wait, so memory stays
-    bounded. An error of the reader is raised here, at the batch it stopped at."""
-    waiting: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def hand_over(item) -> None:
-        while not stop.is_set():
-            try:
-                waiting.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def parse() -> None:
-        try:
-            while not stop.is_set():
-                hand_over(reader.read_next_batch())
-        except BaseException as exc:  # StopIteration at the end, or the reader's error
-            hand_over(exc)
-
-    worker = threading.Thread(target=parse, name="searcheval-trec-reader", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = waiting.get()
-            if isinstance(item, StopIteration):
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:  # also when the caller stops early: let the parser go, then wait for it
-        stop.set()
-        worker.join()
 
 
 def _run_chunk(table, seen: set[str]) -> RunChunk:
