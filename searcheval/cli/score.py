@@ -38,8 +38,8 @@ def run_names(paths: list[Path]) -> list[str]:
 
 
 def _one_heap() -> None:
-    """glibc's malloc, in this process, on one arena: the file is parsed on a second thread,
-    whose own arena kept what it freed (a tenth of the command's peak memory); elsewhere a no-op."""
+    """glibc's malloc, in this process, on one arena: a thread of pyarrow's (the judgments' file
+    is read through one) would get an arena of its own and keep what it freed; elsewhere a no-op."""
     if not sys.platform.startswith("linux"):
         return
     try:

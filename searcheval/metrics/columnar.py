@@ -1,8 +1,8 @@
 """The columnar path of the metric engine: runs and judgments as integer-coded arrays (from TREC
 files through pyarrow, or from DataFrames), never as dicts of strings.
 
-A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`, parsed on a second
-thread while this one scores). In each chunk the rows are keyed by (query, document) in the chunk's
+A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`, parsed a block of
+lines at a time in this thread). In each chunk the rows are keyed by (query, document) in the chunk's
 own codes and sorted once: a document listed twice for a query sits next to itself (refused through
 the exact loader), and each judgment of the chunk's queries is found by a binary search, its
 document's code coming from a hash of the chunk's ids only (work in proportion to the chunk, however
