@@ -179,3 +179,16 @@ def test_two_threads_scoring_at_once_get_their_own_numbers(tmp_path):
         for m in METRICS:
             assert together[k][m].tolist() == alone[k][m].tolist()
     assert alone[0]["map"].tolist() != alone[1]["map"].tolist()
+
+
+def test_non_ascii_ids_are_matched_and_invalid_utf8_is_the_exact_loaders_refusal(tmp_path):
+    """A block of ASCII skips pyarrow's UTF-8 check; any other block keeps it."""
+    from searcheval.errors import InputError
+
+    values, _ = scored(tmp_path, "q1 0 Dé7 2\nq1 0 D3 1\n",
+                       "q1 Q0 D3 1 0.9 t\nq1 Q0 Dé7 2 0.8 t\n")
+    assert values["map"]["q1"] == pytest.approx(1.0)
+    assert values["mrr"]["q1"] == 1.0
+    (tmp_path / "run").write_bytes(b"q1 Q0 D3 1 0.9 t\nq1 Q0 D\xff7 2 0.8 t\n")
+    with pytest.raises(InputError):
+        evaluate_files(tmp_path / "qrels", tmp_path / "run", METRICS)
