@@ -200,7 +200,7 @@ def benchmark_score(*, queries: int = 20_000, depth: int = 100, judged: int = 15
             cases.append((large_queries, large_queries * depth))  # an id per row
         out(f"searcheval score vs NIST trec_eval (C, built from source) and pytrec_eval, whole "
             f"processes on the same generated files, best of {repeat}; {judged} judgments a "
-            f"query; metrics {', '.join(METRICS)}")
+            f"query; metrics {', '.join(METRICS)}; load average {_load()} before")
         out(f"{'run':<50}{'searcheval':>11}{'trec_eval':>10}{'pytrec_eval':>12}"
             f"{'x trec_eval':>12}{'memory':>8}{'agree':>7}")
         figures: dict = {"cases": {}}
@@ -232,7 +232,8 @@ def benchmark_score(*, queries: int = 20_000, depth: int = 100, judged: int = 15
         figures["speedup_vs_trec_eval"] = worst
         figures["memory_vs_trec_eval"] = memory
         out(f"memory: searcheval's peak resident memory over trec_eval's; agree: the means equal "
-            f"trec_eval's to its 4 printed decimals and pytrec_eval's to 1e-9")
+            f"trec_eval's to its 4 printed decimals and pytrec_eval's to 1e-9; load average "
+            f"{_load()} after")
         out(f"goal: >= 5x trec_eval at no more memory on every run: slowest {worst:.2f}x, "
             f"memory at most {memory:.2f}x ({'met' if worst >= 5 and memory <= 1 else 'missed'})")
         if in_process:

@@ -13,12 +13,11 @@ folder: `common.import_project_module`).
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 from typing import Callable, Sequence
 
-from searcheval.cli.baseline import add_baseline
-from searcheval.cli.benchmark import add_benchmark
 from searcheval.cli.common import (
     EXIT_OK,
     EXIT_REFUSED,
@@ -27,35 +26,56 @@ from searcheval.cli.common import (
     option_flags,
     refusal_line,
 )
-from searcheval.cli.diff import add_diff
-from searcheval.cli.history import add_history
-from searcheval.cli.init import add_init
-from searcheval.cli.judgments import add_judgments, add_rate
-from searcheval.cli.production import add_live, add_queries
-from searcheval.cli.replay import add_replay, add_traces
-from searcheval.cli.run import add_run
-from searcheval.cli.runs import add_runs
-from searcheval.cli.score import add_score
-from searcheval.cli.serve import add_deployments, add_serve
-from searcheval.cli.server import add_server
-from searcheval.cli.tune import add_tune
-from searcheval.cli.ui import add_ui
-from searcheval.cli.validate import add_validate
 from searcheval.errors import InputError, exit_code
 
-COMMANDS: list[Callable] = [add_init, add_run, add_runs, add_score, add_validate, add_baseline, add_history,
-                            add_benchmark, add_replay, add_traces, add_serve, add_deployments,
-                            add_judgments, add_rate, add_diff, add_ui, add_server, add_queries,
-                            add_live, add_tune]
+# Each command: the module that registers it and its `add_*` function, in `--help`'s order.
+# Only the invoked command's module is imported (`build_parser(only=...)`): `searcheval score`
+# starts without importing what `run`, `ui` or `benchmark` need.
+COMMAND_TABLE: dict[str, tuple[str, str]] = {
+    "init": ("searcheval.cli.init", "add_init"),
+    "run": ("searcheval.cli.run", "add_run"),
+    "runs": ("searcheval.cli.runs", "add_runs"),
+    "score": ("searcheval.cli.score", "add_score"),
+    "validate": ("searcheval.cli.validate", "add_validate"),
+    "baseline": ("searcheval.cli.baseline", "add_baseline"),
+    "history": ("searcheval.cli.history", "add_history"),
+    "benchmark": ("searcheval.cli.benchmark", "add_benchmark"),
+    "replay": ("searcheval.cli.replay", "add_replay"),
+    "traces": ("searcheval.cli.replay", "add_traces"),
+    "serve": ("searcheval.cli.serve", "add_serve"),
+    "deployments": ("searcheval.cli.serve", "add_deployments"),
+    "judgments": ("searcheval.cli.judgments", "add_judgments"),
+    "rate": ("searcheval.cli.judgments", "add_rate"),
+    "diff": ("searcheval.cli.diff", "add_diff"),
+    "ui": ("searcheval.cli.ui", "add_ui"),
+    "server": ("searcheval.cli.server", "add_server"),
+    "queries": ("searcheval.cli.production", "add_queries"),
+    "live": ("searcheval.cli.production", "add_live"),
+    "tune": ("searcheval.cli.tune", "add_tune"),
+}
 
 
-def build_parser() -> Parser:
+def command_adder(name: str) -> Callable:
+    """The `add_*` function that registers the command `name`."""
+    module, function = COMMAND_TABLE[name]
+    return getattr(importlib.import_module(module), function)
+
+
+def build_parser(only: str | None = None) -> Parser:
+    """The whole command line, or (`only`) the top level with just that command under it."""
     parser = Parser(prog="searcheval", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True, parser_class=Parser)
-    for add in COMMANDS:
-        add(sub)
+    for name in COMMAND_TABLE:
+        if only is None or name == only:
+            command_adder(name)(sub)
     add_debug(parser)
     return parser
+
+
+def invoked_command(argv: Sequence[str]) -> str | None:
+    """The command a command line names first (`score` in `searcheval score ...`), if it is one;
+    None for `--help`, nothing, or a typo (the whole parser then lists or suggests them all)."""
+    return argv[0] if argv and argv[0] in COMMAND_TABLE else None
 
 
 def add_debug(parser: argparse.ArgumentParser) -> None:
@@ -86,7 +106,8 @@ def quiet_defaults(environ=os.environ) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     quiet_defaults()
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(only=invoked_command(argv))
     args = parser.parse_args(argv)
     try:
         if os.environ.get("SEARCHEVAL_DATABASE_PASSWORD_SECRET"):  # store.database's variable

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import sys
 from pathlib import Path
 
@@ -37,8 +38,8 @@ def run_names(paths: list[Path]) -> list[str]:
 
 
 def _one_heap() -> None:
-    """glibc's malloc, in this process, on one arena: the file is parsed on a second thread,
-    whose own arena kept what it freed (a tenth of the command's peak memory); elsewhere a no-op."""
+    """glibc's malloc, in this process, on one arena: a thread of pyarrow's (the judgments' file
+    is read through one) would get an arena of its own and keep what it freed; elsewhere a no-op."""
     if not sys.platform.startswith("linux"):
         return
     try:
@@ -49,7 +50,16 @@ def _one_heap() -> None:
         pass
 
 
+def _one_blas_thread() -> None:
+    """numpy's OpenBLAS on one thread in this process (set before numpy is first imported; a
+    no-op after): scoring does no linear algebra, and starting a BLAS thread per core cost the
+    command more start-up time than it ever gave back."""
+    if "numpy" not in sys.modules:
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+
 def cmd_score(args: argparse.Namespace) -> int:
+    _one_blas_thread()
     import numpy as np
 
     _one_heap()

@@ -7,25 +7,27 @@ with the file and line. `load_qrels` also reads BEIR qrels (told apart by their 
 
 from __future__ import annotations
 
-import io
 import math
-import queue
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from searcheval.defaults import MAX_GRADE
 from searcheval.errors import InputError
-from searcheval.io.beir import load_beir_qrels
-from searcheval.io.files import add_grade, parse_grade, read_text
-from searcheval.types import Qrels, RankedRun, Run
+
+if TYPE_CHECKING:
+    from searcheval.types import Qrels, RankedRun, Run
+# the exact loaders' helpers (io.files, io.beir) are imported where they are used: `searcheval
+# score` reads plain files through the columnar readers below and never needs them
 
 
 def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
     """TREC qrels: `qid iteration docid grade`, whitespace separated, grades 0..max_grade."""
+    from searcheval.io.files import add_grade, parse_grade, read_text
+
     path = Path(path)
     text = read_text(path)
     qrels: Qrels = {}
@@ -45,6 +47,9 @@ def load_trec_qrels(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels:
 def load_qrels(path: str | Path, *, max_grade: int | None = None) -> Qrels:
     """Either format, told apart by the BEIR header line, or (BEIR without a header) by a first
     line of three tab-separated columns where TREC has four."""
+    from searcheval.io.beir import load_beir_qrels
+    from searcheval.io.files import read_text
+
     path = Path(path)
     first = read_text(path).split("\n")[0]
     if first.startswith("query-id") or len(first.rstrip("\r").split("\t")) == 3:
@@ -81,6 +86,8 @@ def load_trec_run(path: str | Path) -> Run:
 
     Ranks in the file are ignored, as trec_eval ignores them: order comes from the scores.
     """
+    from searcheval.io.files import read_text
+
     path = Path(path)
     text = read_text(path)
     run: Run = {}
@@ -118,7 +125,8 @@ def load_trec_run(path: str | Path) -> Run:
 RUN_COLUMNS = ("qid", "q0", "doc", "rank", "score", "tag")
 QRELS_COLUMNS = ("qid", "iteration", "doc", "grade")
 CHUNK_ROWS = 50_000  # run rows held at once by the streaming reader
-FILE_CHUNK_ROWS = 25_000  # ... of a file (half the peak memory of 50,000 above the imports' own)
+FILE_CHUNK_ROWS = 12_500  # ... of a file: each chunk's temporaries stay small (25,000 rows put
+# 6-9 MB more on `searcheval score`'s peak, 50,000 twice that, for no speed)
 
 
 class Fallback(Exception):
@@ -140,26 +148,26 @@ def _plain_shape(path: Path) -> str:
     return " "
 
 
-class _Checked(io.RawIOBase):
-    """The file as pyarrow reads it, watched for a carriage return on the way (a line ends only
-    at "\n"; pyarrow would also end one at "\r"), so the file is read once."""
+class _Checked:
+    """The file for pyarrow to read natively, after one pass over it looking for a carriage return
+    (a line ends only at "\n"; pyarrow would also end one at "\r"). A Python file object would
+    be called back for every block from pyarrow's own reading thread, which must then wait for
+    the interpreter's lock (up to its 5 ms switch interval) while this thread works."""
+
+    SCAN = 1 << 20
 
     def __init__(self, path: Path):
-        self._fh = open(path, "rb", buffering=0)
         self.carriage_return = False
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer) -> int:
-        n = self._fh.readinto(buffer)
-        if n and not self.carriage_return and b"\r" in memoryview(buffer)[:n].tobytes():
-            self.carriage_return = True
-        return n
+        buffer = bytearray(self.SCAN)
+        with open(path, "rb", buffering=0) as fh:
+            while n := fh.readinto(buffer):
+                if buffer.find(b"\r", 0, n) >= 0:
+                    self.carriage_return = True
+                    break
+        self.file = _arrow().OSFile(str(path))
 
     def close(self) -> None:
-        self._fh.close()
-        super().close()
+        self.file.close()
 
     def check(self) -> None:
         if self.carriage_return:
@@ -223,7 +231,8 @@ def to_numpy(array) -> np.ndarray:
                          offset=array.offset * dtype.itemsize)
 
 
-def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: int | None = None):
+def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: int | None = None,
+                 check_utf8: bool = True):
     import pyarrow.csv as pa_csv
 
     _arrow()
@@ -235,7 +244,7 @@ def _csv_options(path: Path, names: tuple[str, ...], types: dict, block_size: in
                                 escape_char=False, ignore_empty_lines=True)
     convert = pa_csv.ConvertOptions(include_columns=list(types), column_types=types,
                                     strings_can_be_null=False, quoted_strings_can_be_null=False,
-                                    null_values=[])
+                                    null_values=[], check_utf8=check_utf8)
     return read, parse, convert
 
 
@@ -339,12 +348,12 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
     options = _csv_options(path, QRELS_COLUMNS, types, block_size=1 << 18)
     source = _Checked(path)
     try:
-        table = pa_csv.read_csv(source, *options)
+        source.check()
+        table = pa_csv.read_csv(source.file, *options)
     except (pa.ArrowInvalid, pa.ArrowTypeError):
         raise Fallback("not plain TREC qrels") from None
     finally:
         source.close()
-    source.check()
     if table.num_rows == 0:
         raise Fallback("no rows")
     grade = to_numpy(table.column("grade"))
@@ -386,31 +395,56 @@ class RunChunk:
     shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
 
 
+RUN_BLOCK = 1 << 20  # bytes of a run file parsed at once
+
+
 def iter_run_chunks(path: str | Path, *, rows: int = FILE_CHUNK_ROWS) -> Iterator[RunChunk]:
-    """A TREC run streamed by pyarrow in chunks of whole queries (about `rows` rows each), so memory
-    stays bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
+    """A TREC run streamed in chunks of whole queries (about `rows` rows each), so memory stays
+    bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
     are not together (the exact loader takes any order)."""
+    path = Path(path)
+    with open(path, "rb", buffering=0) as fh:
+        yield from _chunks(_run_batches(fh, path), rows)
+
+
+def _run_batches(fh, path: Path, block: int = RUN_BLOCK) -> Iterator:
+    """The run's rows as pyarrow batches, in this thread: the file read a block of whole lines at
+    a time and each block parsed by pyarrow's CSV reader, serially. (A streaming reader hands
+    every block from a thread to another; on a busy machine each hand-over waits for a core, and
+    those waits cost more wall time than parsing beside scoring ever saved.)"""
     import pyarrow as pa
     import pyarrow.csv as pa_csv
 
-    path = Path(path)
     types = {"qid": pa.string(), "doc": pa.string(), "score": pa.float64()}
-    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)
-    source = _Checked(path)
-    try:
-        reader = pa_csv.open_csv(source, *options)
-    except (pa.ArrowInvalid, pa.ArrowTypeError):
-        source.close()
-        raise Fallback("not a plain TREC run") from None
-    batches = _read_ahead(reader)
-    try:
-        yield from _chunks(batches, source, rows)
-    finally:
-        batches.close()  # the parsing thread stops before its file is closed
-        source.close()
+    options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18)  # batches of 256 KiB
+    # a block of ASCII (nearly every run; `bytes.isascii` is a fraction of a millisecond a MiB)
+    # is valid UTF-8 as it is: pyarrow's own check of the strings is skipped there
+    ascii_options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18, check_utf8=False)
+    rest = b""
+    while True:
+        data = fh.read(block)
+        if data:
+            data = rest + data if rest else data
+            cut = data.rfind(b"\n") + 1
+            if not cut:  # a line longer than a block: read on
+                rest = data
+                continue
+            data, rest = data[:cut], data[cut:]
+        else:  # the end: a last line without "\n", if any
+            data, rest = rest, b""
+            if not data:
+                return
+        if b"\r" in data:  # a line ends only at "\n"; pyarrow would also end one at "\r"
+            raise Fallback("carriage return")
+        try:
+            table = pa_csv.read_csv(pa.py_buffer(data),
+                                    *(ascii_options if data.isascii() else options))
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            raise Fallback("not a plain TREC run") from None
+        yield from table.to_batches()
 
 
-def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk]:
+def _chunks(batches: Iterator, rows: int) -> Iterator[RunChunk]:
     pa = _arrow()
     seen: set[str] = set()
     pending: list = []
@@ -423,9 +457,6 @@ def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk
             held += batch.num_rows
         except StopIteration:
             done = True
-        except (pa.ArrowInvalid, pa.ArrowTypeError):
-            raise Fallback("not a plain TREC run") from None
-        source.check()
         if held < rows and not done:
             continue
         if not held:
@@ -451,43 +482,6 @@ def _chunks(batches: Iterator, source: _Checked, rows: int) -> Iterator[RunChunk
         yield _run_chunk(head, seen)
     if held:
         yield _run_chunk(pa.Table.from_batches(pending), seen)
-
-
-def _read_ahead(reader, depth: int = 8) -> Iterator:
-    """The reader's batches, parsed on a second thread while this one scores the ones before
-    (pyarrow parses without holding the GIL); at most `depth` batches wait, so memory stays
-    bounded. An error of the reader is raised here, at the batch it stopped at."""
-    waiting: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def hand_over(item) -> None:
-        while not stop.is_set():
-            try:
-                waiting.put(item, timeout=0.05)
-                return
-            except queue.Full:
-                continue
-
-    def parse() -> None:
-        try:
-            while not stop.is_set():
-                hand_over(reader.read_next_batch())
-        except BaseException as exc:  # StopIteration at the end, or the reader's error
-            hand_over(exc)
-
-    worker = threading.Thread(target=parse, name="searcheval-trec-reader", daemon=True)
-    worker.start()
-    try:
-        while True:
-            item = waiting.get()
-            if isinstance(item, StopIteration):
-                return
-            if isinstance(item, BaseException):
-                raise item
-            yield item
-    finally:  # also when the caller stops early: let the parser go, then wait for it
-        stop.set()
-        worker.join()
 
 
 def _run_chunk(table, seen: set[str]) -> RunChunk:

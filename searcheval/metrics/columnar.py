@@ -1,8 +1,8 @@
 """The columnar path of the metric engine: runs and judgments as integer-coded arrays (from TREC
 files through pyarrow, or from DataFrames), never as dicts of strings.
 
-A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`, parsed on a second
-thread while this one scores). In each chunk the rows are keyed by (query, document) in the chunk's
+A run arrives in chunks of whole queries (`searcheval.io.trec.iter_run_chunks`, parsed a block of
+lines at a time in this thread). In each chunk the rows are keyed by (query, document) in the chunk's
 own codes and sorted once: a document listed twice for a query sits next to itself (refused through
 the exact loader), and each judgment of the chunk's queries is found by a binary search, its
 document's code coming from a hash of the chunk's ids only (work in proportion to the chunk, however
@@ -14,6 +14,7 @@ engine's own (`engine.compute`) over blocks of queries, so every number equals t
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -27,10 +28,21 @@ from searcheval.io.trec import compute as arrow
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 
-QUERY_BLOCK = 65_536  # queries whose padded matrices are built at once
-_FILTER_BITS = 20  # the join's filter: 1 MiB, all zero between uses
-_FILTER = np.zeros(1 << _FILTER_BITS, dtype=np.uint8)
+QUERY_BLOCK = 4_096  # queries whose padded matrices are built at once (a block's temporaries are
+# a few MB; 65,536 at once put 8 MB on `searcheval score`'s peak and were no faster)
+_FILTER_BITS = 20  # the join's filter: 1 MiB a thread, all zero between uses
 _FILTER_SHIFT = np.uint64(64 - _FILTER_BITS)
+_PER_THREAD = threading.local()  # (two threads scoring at once never share a filter)
+_SLOT_BITS = 17  # the duplicate check's table of slots (512 KiB, allocated per call; a chunk of a
+# file, 12,500 rows and the rest of its last batch, is at most a quarter of its slots)
+_SLOT_SHIFT = np.uint64(64 - _SLOT_BITS)
+
+
+def _join_filter() -> np.ndarray:
+    found = getattr(_PER_THREAD, "filter", None)
+    if found is None:
+        found = _PER_THREAD.filter = np.zeros(1 << _FILTER_BITS, dtype=np.uint8)
+    return found
 
 
 def _codes(values, value_set) -> np.ndarray:
@@ -108,9 +120,10 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
             judgment_keys = qrels.keys()[rows]
             # a filter first (a byte per slot of the keys' top bits): most rows match nothing
             slots = judgment_keys >> _FILTER_SHIFT
-            _FILTER[slots] = 1
-            maybe = np.flatnonzero(_FILTER[wanted >> _FILTER_SHIFT])
-            _FILTER[slots] = 0
+            seen = _join_filter()
+            seen[slots] = 1
+            maybe = np.flatnonzero(seen[wanted >> _FILTER_SHIFT])
+            seen[slots] = 0
             order = np.argsort(judgment_keys)
             judgment_keys = judgment_keys[order]
             at = np.minimum(np.searchsorted(judgment_keys, wanted[maybe]), judgment_keys.size - 1)
@@ -173,7 +186,20 @@ def _refuse_twice(group: np.ndarray, hashes: np.ndarray) -> None:
     id hashed): equal (group, id hash) keys side by side once sorted. Two different ids of one
     query with the same 64-bit hash would also be sent to the exact path, which scores them right."""
     with np.errstate(over="ignore"):
-        keys = np.sort(hashes + mix(group.astype(np.uint64) + np.uint64(1)))
+        keys = hashes + mix(group.astype(np.uint64) + np.uint64(1))
+    if 1 < keys.size <= (1 << _SLOT_BITS) // 4:  # (a chunk of a file) sort only the keys that
+        # share a slot of a small table with another: two equal keys share one, and a slot
+        # holds one row, so at least one of the two finds another row there
+        slots = (keys >> _SLOT_SHIFT).astype(np.intp)
+        rows = np.arange(keys.size, dtype=np.int32)
+        table = np.empty(1 << _SLOT_BITS, dtype=np.int32)
+        table[slots] = rows
+        holder = table[slots]
+        lost = holder != rows
+        shared = lost.copy()
+        shared[holder[lost]] = True  # (a mask, not np.unique: a tenth of the work)
+        keys = keys[shared]
+    keys = np.sort(keys)
     if np.any(keys[1:] == keys[:-1]):
         raise Fallback("duplicate document")
 

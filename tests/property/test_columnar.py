@@ -147,8 +147,8 @@ def long_run(path, queries: int, depth: int = 20):
 
 @pytest.mark.parametrize("fault", ["duplicate", "bad score", "six columns short"])
 def test_a_fault_deep_in_a_long_file_is_the_exact_loaders_refusal(tmp_path, fault):
-    """The run is parsed on a second thread (io/trec.py `_read_ahead`) and a duplicate is found
-    where a chunk is scored: a fault thousands of lines in still ends in the exact loader's
+    """The run is parsed a block of lines at a time (io/trec.py `_run_batches`) and a duplicate is
+    found where a chunk is scored: a fault thousands of lines in still ends in the exact loader's
     refusal naming that line, whichever chunk it falls in."""
     from searcheval.errors import InputError
 
@@ -164,16 +164,26 @@ def test_a_fault_deep_in_a_long_file_is_the_exact_loaders_refusal(tmp_path, faul
     assert refused.value.line == at + 1
 
 
-def test_stopping_early_leaves_no_reader_thread(tmp_path):
+def test_the_run_is_parsed_in_this_thread_and_stopping_early_closes_it(tmp_path):
+    """No reader thread (a hand-over per block between two threads waits for a core on a busy
+    machine); a caller that stops early (as `score` does on a refusal) leaves no file open."""
+    import os
     import threading
 
-    long_run(tmp_path, 10_000)  # 4.4 MB: more than the 8 parsed batches (256 KiB) that may wait
+    long_run(tmp_path, 10_000)  # 4.4 MB: several blocks of the reader
+    before = threading.active_count()
     chunks = iter_run_chunks(tmp_path / "run", rows=1000)
     first = next(chunks)
     assert first.q.size >= 1000
-    assert any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
-    chunks.close()  # the caller had enough (as `score` does on a refusal)
-    assert not any(t.name == "searcheval-trec-reader" for t in threading.enumerate())
+    assert threading.active_count() == before
+    opened = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+              if os.path.exists(f"/proc/self/fd/{fd}")} if os.path.isdir("/proc/self/fd") else set()
+    chunks.close()
+    if opened:
+        assert str(tmp_path / "run") in opened
+        still = {os.readlink(f"/proc/self/fd/{fd}") for fd in os.listdir("/proc/self/fd")
+                 if os.path.exists(f"/proc/self/fd/{fd}")}
+        assert str(tmp_path / "run") not in still
 
 
 def table_shapes(frame_, shape: str):
@@ -271,7 +281,7 @@ def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path
     """Streaming a run against many judged queries, no chunk hashes more ids than its own (a
     million judged queries made scoring quadratic once; a hash table of every id of the run was
     most of the work with an id per row): each chunk's ids are hashed once, the judgments' once
-    for the whole run. 40,000 judged queries; the file is parsed in blocks of 256 KiB, so its
+    for the whole run. 40,000 judged queries; the file is parsed in batches of 256 KiB, so its
     200,000 lines come in chunks of about 11,000 rows (2,200 queries) each."""
     from searcheval.metrics import columnar
 
