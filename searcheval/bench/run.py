@@ -201,6 +201,25 @@ def stages(start: float, end: float, marks: dict[str, float], flow: dict | None)
     return out
 
 
+def pass_figure(work: Path, output: Path, timings: Path, start: float, end: float, *,
+                kept_server: bool = True) -> dict:
+    """One `searcheval run` pass's figures: its wall time, its stages (the marks it left in
+    `timings`, and its flow run's task runs as the kept Prefect server of `work` recorded them)
+    and what it embedded (from `output`'s metrics.json)."""
+    from searcheval import prefect_server
+    from searcheval.timings import read_marks
+
+    metrics = json.loads((output / "metrics.json").read_text(encoding="utf-8"))
+    kept = prefect_server.read_state(prefect_server.state_dir(work))
+    flow = None
+    if kept_server and kept is not None and metrics.get("flow_run_id"):
+        flow = flow_run_times(kept.api_url, metrics["flow_run_id"])
+    return {"wall_s": end - start,
+            "stages": stages(start, end, read_marks(timings), flow),
+            "embeddings": metrics.get("embeddings", {}),
+            "embedding_s": (metrics.get("cost") or {}).get("embedding", {}).get("seconds")}
+
+
 # --------------------------------------------------------------------------- the benchmark
 
 
@@ -213,7 +232,7 @@ def benchmark_run(dataset: str | Path, *, project: str | Path = ".", batch_size:
     from searcheval.io.collection import load_collection
     from searcheval.rankers import embeddings
     from searcheval.store import database
-    from searcheval.timings import ENV as TIMINGS, read_marks
+    from searcheval.timings import ENV as TIMINGS
 
     dataset, project = Path(dataset).resolve(), Path(project).resolve()
     if not (project / "flows").is_dir():
@@ -253,16 +272,8 @@ def benchmark_run(dataset: str | Path, *, project: str | Path = ".", batch_size:
                 if label == "temporary":
                     run_env[prefect_server.ENV_MODE] = "temporary"
                 start, end, _ = _timed(run, work, run_env)
-                metrics = json.loads((work / "out" / "metrics.json").read_text(encoding="utf-8"))
-                kept = prefect_server.read_state(prefect_server.state_dir(work))
-                flow = None
-                if label != "temporary" and kept is not None and metrics.get("flow_run_id"):
-                    flow = flow_run_times(kept.api_url, metrics["flow_run_id"])
-                figure = {"wall_s": end - start,
-                          "stages": stages(start, end, read_marks(timings), flow),
-                          "embeddings": metrics.get("embeddings", {}),
-                          "embedding_s": (metrics.get("cost") or {}).get("embedding", {})
-                          .get("seconds")}
+                figure = pass_figure(work, work / "out", timings, start, end,
+                                     kept_server=label != "temporary")
                 if label == "warm":
                     figures["warm"].append(figure)
                 else:

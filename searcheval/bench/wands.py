@@ -178,14 +178,14 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
     from searcheval import prefect_server
     from searcheval.bench.load import _in_a_fresh_process, generate
     from searcheval.bench.run import (RAW_SCRIPT, STAGE_NAMES, _environment, _searcheval,
-                                      flow_run_times, stages)
+                                      pass_figure)
     from searcheval.errors import InputError
     from searcheval.evaluation.pipeline import collection_texts
     from searcheval.io.collection import load_collection
     from searcheval.io.wands import wands_folder
     from searcheval.rankers import embeddings
     from searcheval.store import database
-    from searcheval.timings import ENV as TIMINGS, read_marks
+    from searcheval.timings import ENV as TIMINGS
 
     project = Path(project).resolve()
     if not (project / "flows").is_dir():
@@ -245,17 +245,9 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
                 out(f"searcheval run, {label} ...")
                 timings = work / f"timings-{number}.jsonl"
                 done = run_measured(command, work, {**env, TIMINGS: str(timings)}, work)
-                metrics = json.loads((base / "out" / "metrics.json").read_text(encoding="utf-8"))
-                kept = prefect_server.read_state(prefect_server.state_dir(work))
-                flow = None
-                if kept is not None and metrics.get("flow_run_id"):
-                    flow = flow_run_times(kept.api_url, metrics["flow_run_id"])
-                figure = {"wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
-                          "peak_pss": done["peak_pss"],
-                          "stages": stages(done["start"], done["end"], read_marks(timings), flow),
-                          "embeddings": metrics.get("embeddings", {}),
-                          "embedding_s": (metrics.get("cost") or {}).get("embedding", {})
-                          .get("seconds")}
+                figure = {**pass_figure(work, base / "out", timings, done["start"], done["end"]),
+                          "wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
+                          "peak_pss": done["peak_pss"]}
                 if label == "warm":
                     figures["warm"].append(figure)
                 else:
