@@ -260,3 +260,17 @@ def test_on_a_temporary_prefect_server_the_refusal_is_still_the_last_line(flow_e
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith(
         "searcheval: --alert-block: no Prefect block 'slack-webhook/nobody'")
+
+
+def test_prefect_services_are_settled_before_the_results_are_printed():
+    """`searcheval run` drains Prefect's event and API-log queues before it prints: left to
+    Prefect's exit, a busy machine logged "Still processing items" after the verdict."""
+    from prefect.events import emit_event
+    from prefect.events.worker import EventsWorker
+
+    from searcheval.cli.run import settle_prefect_services
+
+    emit_event(event="searcheval.test.settle", resource={"prefect.resource.id": "searcheval.test"})
+    assert EventsWorker._instances  # the event is queued on a running worker
+    settle_prefect_services(timeout=30)
+    assert not EventsWorker._instances  # every worker drained and stopped: nothing left at exit
