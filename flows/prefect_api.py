@@ -49,3 +49,15 @@ def run_api(quiet: bool = False, folder: str | Path | None = None) -> Iterator[s
              f"{server.ui_url}; `searcheval server stop` stops it)")
     with temporary_settings(updates={PREFECT_API_URL: server.api_url}):
         yield server.api_url
+
+
+def settle_services(timeout: float = 60.0) -> None:
+    """Send what Prefect still holds in its queues (the flow run's events and API logs) before
+    `searcheval run` prints its results. Left to Prefect's own drain at interpreter exit, a busy
+    machine made it log "Still processing items: N items remaining..." after the verdict or the
+    refusal, which must be the last line on stderr."""
+    from prefect.events.worker import EventsWorker
+    from prefect.logging.handlers import APILogWorker
+
+    for service in (EventsWorker, APILogWorker):
+        service.drain_all(timeout=timeout)

@@ -284,7 +284,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             runners.api_for_workers(runner), runners.no_heartbeats():  # nothing watches them
         mark("server")
         state = nightly.with_options(task_runner=runner)(**params, return_state=True)
-        settle_prefect_services()  # while a temporary server is still up
+        api.settle_services()  # while a temporary server is still up
     mark("flow")
     quiet_server_stop()
     # the results on stdout, once: the table, then the verdict and where the report is
@@ -323,18 +323,6 @@ class _ServerStop:
 
     def filter(self, record) -> bool:
         return not str(record.msg).startswith("Stopping temporary server")
-
-
-def settle_prefect_services(timeout: float = 60.0) -> None:
-    """Send what Prefect still holds in its queues (the flow run's events and API logs) before
-    the results are printed. Left to Prefect's own drain at interpreter exit, a busy machine
-    made it log "Still processing items: N items remaining..." after the verdict or the
-    refusal, which must be the last line on stderr."""
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-
-    for service in (EventsWorker, APILogWorker):
-        service.drain_all(timeout=timeout)
 
 
 def quiet_server_stop() -> None:

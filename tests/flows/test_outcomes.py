@@ -268,9 +268,9 @@ def test_prefect_services_are_settled_before_the_results_are_printed():
     from prefect.events import emit_event
     from prefect.events.worker import EventsWorker
 
-    from searcheval.cli.run import settle_prefect_services
+    from flows.prefect_api import settle_services
 
     emit_event(event="searcheval.test.settle", resource={"prefect.resource.id": "searcheval.test"})
     assert EventsWorker._instances  # the event is queued on a running worker
-    settle_prefect_services(timeout=30)
+    settle_services(timeout=30)
     assert not EventsWorker._instances  # every worker drained and stopped: nothing left at exit
