@@ -224,8 +224,8 @@ def reusable_siblings(configuration: "Configuration",
                       selected: Sequence["Configuration"]) -> list["Configuration"]:
     """The configurations of `selected` whose runs `configuration` can take for a component of
     its own: the same sha256 (so the same kind and parameters), themselves without components.
-    Only deterministic kinds are components (fused's are bm25 and dense), so taking one's
-    results is running it again."""
+    Taking one's results is running it again at the same moment of the same run (for an `http`
+    or `python` engine, one call of a team's engine per query instead of two)."""
     wanted = {c.sha256 for c in configuration.components if c.sha256}
     return [c for c in selected if c.name != configuration.name and not c.components
             and c.sha256 in wanted]
