@@ -2,12 +2,14 @@
 `{query: {doc: score}}` (the shape ranx, ir_measures and BEIR share) of many rows.
 
 The dict engine (`searcheval.metrics.engine.evaluate`) spends most of its time on Python's side:
-checking every id and score of the run, reading the scores out, then ranking in numpy. Here each
-of the run's items is touched three times, each pass in C (`map`, `chain`, `np.fromiter`): the
-ids' types, the scores' types, the scores (each pass about what Python takes to iterate the
-dicts at all, the floor of any dict input); then the judged documents' scores are looked up (one
-`dict.get` per judgment, not per row), their ranks counted by a small compiled loop, and the
-metrics come from the compiled path's loop (`searcheval.metrics.kernel._metrics`).
+checking every id and score of the run, reading the scores out, then ranking in numpy. Here the
+run is read by `_dictscan.scan` (C, built with the package, `searcheval/metrics/_dictscan.c`): one
+walk over the dicts that checks and reads every id and score once and looks each judged document
+up in its query's ranking. Where the package was installed without a C compiler, `read_python`
+does the same in three passes of Python's C iterators (`map`, `chain`, `np.fromiter`: the ids'
+types, the scores' types, the scores) and one `dict.get` per judgment, a few times slower. The
+judged documents' ranks are then counted by a small compiled loop, and the metrics come from the
+compiled path's loop (`searcheval.metrics.kernel._metrics`).
 
 Same inputs, same answers as the dict engine (to 1e-12: the compiled loop adds in another order):
 a run this path does not take as it is (a key that is not a str, a score that is not a finite int
@@ -29,6 +31,11 @@ from numba import njit, prange
 
 from searcheval.metrics.engine import Evaluation, Metric, Settings
 
+try:  # built with the package (setup.py); optional: without a C compiler, read_python reads
+    from searcheval.metrics import _dictscan
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _dictscan = None
+
 # scores read as they are (numpy's float64 is a float; the dict engine takes the same three)
 SCORE_TYPES = {float, int, np.float64}
 
@@ -39,6 +46,7 @@ class DictQrels:
 
     qrels: dict  # {query: {doc: grade}}, as `io.frames.as_qrels` gives them
     qids: list[str]
+    index: dict[str, int]  # qids[c] -> c
     judged: list[dict]  # qrels[qids[c]]
     docs: list[str]  # every judged document, query by query
     starts: np.ndarray  # int64 (Q + 1,): judgments of query c are starts[c]:starts[c + 1]
@@ -54,7 +62,8 @@ def prepare(qrels: dict) -> DictQrels:
     np.cumsum(lengths, out=starts[1:])
     grade = np.fromiter(chain.from_iterable(map(dict.values, judged)), dtype=np.int64,
                         count=int(starts[-1]))
-    return DictQrels(qrels=qrels, qids=qids, judged=judged,
+    return DictQrels(qrels=qrels, qids=qids, index={q: c for c, q in enumerate(qids)},
+                     judged=judged,
                      docs=list(chain.from_iterable(judged)), starts=starts, grade=grade)
 
 
@@ -84,39 +93,78 @@ def scores(run: dict) -> tuple[np.ndarray, np.ndarray] | None:
     return out, starts
 
 
-def evaluate(prepared: DictQrels, run: Any, metrics: Sequence[Metric], settings: Settings, *,
-             complete: bool | None = None) -> Evaluation | None:
-    """`run` scored against `prepared` as `engine.evaluate` scores it, or None when the run is
-    not a dict this path takes as it is (the caller then takes the dict engine)."""
+@dataclass
+class Read:
+    """A run read against the judgments (`read` or `read_python`)."""
+
+    scores: np.ndarray  # float64, every score of the run in its order
+    run_starts: np.ndarray  # int64 (len(run) + 1,): where each of the run's queries starts
+    where: np.ndarray  # int64, one per judged query: its position in the run, -1: absent
+    judged_score: np.ndarray  # float64, one per judgment: the document's score, NaN: not retrieved
+
+
+def read(prepared: DictQrels, run: Any) -> Read | None:
+    """`run` read by the C scan (`_dictscan.scan`), or by `read_python` where the package was
+    installed without it; None when the run is not a dict this path takes as it is."""
+    if _dictscan is None:
+        return read_python(prepared, run)
+    if not isinstance(run, dict) or not run:  # as read_python: an empty run goes the engine
+        return None
+    found = _dictscan.scan(run, prepared.index, prepared.docs, prepared.starts)
+    if found is None:
+        return None
+    scores_, run_starts, where, judged_score = found
+    return Read(scores=np.frombuffer(scores_, dtype=np.float64),
+                run_starts=np.frombuffer(run_starts, dtype=np.int64),
+                where=np.frombuffer(where, dtype=np.int64),
+                judged_score=np.frombuffer(judged_score, dtype=np.float64))
+
+
+def read_python(prepared: DictQrels, run: Any) -> Read | None:
+    """What `_dictscan.scan` reads, in Python's C iterators (a few times slower)."""
     found = scores(run)
     if found is None:
         return None
     flat, run_starts = found
+    position = {q: i for i, q in enumerate(run)}
+    where = np.fromiter(map(position.get, prepared.qids, repeat(-1)), dtype=np.int64,
+                        count=len(prepared.qids))
+    empty: dict = {}
+    rankings = [run.get(q) or empty for q in prepared.qids]
+    judged_score = np.fromiter(
+        chain.from_iterable(map(r.get, j, repeat(math.nan))
+                            for r, j in zip(rankings, prepared.judged)),
+        dtype=np.float64, count=prepared.grade.size)
+    return Read(scores=flat, run_starts=run_starts, where=where, judged_score=judged_score)
+
+
+def evaluate(prepared: DictQrels, run: Any, metrics: Sequence[Metric], settings: Settings, *,
+             complete: bool | None = None, reader=None) -> Evaluation | None:
+    """`run` scored against `prepared` as `engine.evaluate` scores it, or None when the run is
+    not a dict this path takes as it is (the caller then takes the dict engine). `reader`:
+    `read` unless given (the tests give `read_python` too)."""
+    found = (reader or read)(prepared, run)
+    if found is None:
+        return None
     import numba
 
     from searcheval.metrics import kernel
 
     qids = prepared.qids
-    position = {q: i for i, q in enumerate(run)}
-    where = np.fromiter(map(position.get, qids, repeat(-1)), dtype=np.int64, count=len(qids))
+    where = found.where
     present = where >= 0
     missed = int(len(qids) - np.count_nonzero(present))
     unjudged = len(run) - (len(qids) - missed)
-    empty: dict = {}
-    rankings = [run.get(q) or empty for q in qids]
-    returned = np.fromiter(map(len, rankings), dtype=np.int64, count=len(qids))
-    # each judged document's score in the run (NaN: not retrieved), one lookup a judgment
-    judged_score = np.fromiter(
-        chain.from_iterable(map(r.get, j, repeat(math.nan))
-                            for r, j in zip(rankings, prepared.judged)),
-        dtype=np.float64, count=prepared.grade.size)
+    lengths = np.diff(found.run_starts)
+    returned = np.where(present, lengths[np.maximum(where, 0)] if lengths.size else 0, 0)
     with kernel._PARALLEL:
         numba.set_num_threads(kernel._threads())
-        rank, tied = _ranks(flat, run_starts, where, prepared.starts, judged_score)
+        rank, tied = _ranks(found.scores, found.run_starts, where, prepared.starts,
+                            found.judged_score)
     if tied.any():  # a judged document shares its score: ties go by document id, descending
         query_of = np.repeat(np.arange(len(qids)), np.diff(prepared.starts))
         for j in np.flatnonzero(tied).tolist():
-            ranking, doc = rankings[query_of[j]], prepared.docs[j]
+            ranking, doc = run[qids[query_of[j]]], prepared.docs[j]
             score = ranking[doc]
             rank[j] += sum(1 for d, v in ranking.items() if v == score and d > doc)
 

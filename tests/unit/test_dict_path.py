@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import searcheval
 from searcheval.errors import InputError
@@ -123,3 +125,64 @@ def test_numpy_float64_scores_are_read_as_floats(compiled):
     a = searcheval.evaluate(qrels, numpy_run, METRICS)
     b = searcheval.evaluate(qrels, run, METRICS)
     assert a.means == b.means
+
+
+def test_the_c_scan_is_built_with_the_package():
+    """`make install` compiles searcheval/metrics/_dictscan.c (setup.py); without it the dict path
+    falls back to `read_python`, right but a few times slower, so an install that lost the C
+    compiler must fail here rather than slow down unseen."""
+    from searcheval.metrics import dicts
+
+    assert dicts._dictscan is not None
+    assert dicts.read is not dicts.read_python
+
+
+def _same_read(prepared, run):
+    """The C scan and the Python reader read `run` alike: both refuse it, or the same arrays."""
+    from searcheval.metrics import dicts
+
+    c, py = dicts.read(prepared, run), dicts.read_python(prepared, run)
+    assert (c is None) == (py is None)
+    if c is not None:
+        for field in ("scores", "run_starts", "where", "judged_score"):
+            np.testing.assert_array_equal(getattr(c, field), getattr(py, field), err_msg=field)
+    return c
+
+
+def test_the_c_scan_reads_what_python_reads():
+    from searcheval.metrics import dicts
+
+    qrels, run = _data(seed=11)
+    prepared = dicts.prepare(qrels)
+    found = _same_read(prepared, run)
+    # q2's ranking is {"d5": 3}: one score, an int read as 3.0, at q2's place in the run
+    c = prepared.index["q2"]
+    assert found.where[c] == list(run).index("q2")
+    p = found.where[c]
+    assert found.scores[found.run_starts[p]:found.run_starts[p + 1]].tolist() == [3.0]
+    # "judged only" is absent from the run: -1, and its two judgments NaN (not retrieved)
+    c = prepared.index["judged only"]
+    assert found.where[c] == -1
+    assert np.isnan(found.judged_score[prepared.starts[c]:prepared.starts[c + 1]]).all()
+    assert found.run_starts[-1] == sum(map(len, run.values()))
+
+
+_ids = st.one_of(st.sampled_from(["a", "b", "c", "d", ""]), st.integers(0, 3))
+_scores = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-2**70, 2**70),
+                    st.booleans(), st.none(), st.just("0.5"),
+                    st.builds(np.float64, st.floats(-1e6, 1e6)),
+                    st.builds(np.int64, st.integers(-5, 5)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(run=st.dictionaries(st.sampled_from(["q1", "q2", "q3", "", 7]),
+                           st.one_of(st.dictionaries(_ids, _scores, max_size=5),
+                                     st.lists(st.integers(), max_size=1)), max_size=4))
+def test_the_c_scan_refuses_and_reads_as_python_does(run):
+    """Every kind of id and score a user may pass (non-str and empty ids, bools, None, strings,
+    NaN and infinities, ints past a double's range, numpy scalars): the C scan refuses what the
+    Python reader refuses and reads the rest to the same arrays."""
+    from searcheval.metrics import dicts
+
+    prepared = dicts.prepare({"q1": {"a": 1, "b": 0}, "q3": {"c": 2}, "q9": {"a": 1}})
+    _same_read(prepared, run)
