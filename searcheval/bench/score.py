@@ -308,6 +308,19 @@ def _read_once(run: dict) -> None:
     deque(chain.from_iterable(map(dict.items, run.values())), maxlen=0)
 
 
+def _dict_reader() -> str:
+    """Which reader the dict path uses in this install (`searcheval.metrics.dicts`)."""
+    from searcheval.metrics import dicts
+
+    if dicts._dictscan is not None:
+        return ("searcheval's dict path reads them once in C (searcheval/metrics/_dictscan.c, "
+                "built by make install), checking every id and score and looking up each judged "
+                "document on the way")
+    return ("searcheval's dict path reads them in Python here (installed without a C compiler, "
+            "so without searcheval/metrics/_dictscan.c): three passes (the ids' types, the "
+            "scores' types, the scores) and a lookup of each judged document")
+
+
 def _in_process(qrels_path: Path, run_path: Path, repeat: int, out) -> dict:
     """The public API as a user calls it, on the realistic files read into each shape a user
     has: `searcheval.Evaluator(qrels, metrics)` (judgments prepared once) then `.evaluate(run)`,
@@ -417,8 +430,7 @@ def _in_process(qrels_path: Path, run_path: Path, repeat: int, out) -> dict:
         "RelevanceEvaluator's evaluate; evaluate() against constructing one and evaluating)")
     out("read once: only iterating the run's dicts once in Python (every query's items, nothing "
         "done with them), against pytrec_eval's evaluate: the ceiling of any code that reads "
-        "dicts in Python; searcheval's dict path passes over them three times (the ids' types, "
-        "the scores' types, the scores) and looks up each judged document")
+        "dicts in Python; " + _dict_reader())
     out(f"agreement per query: trec_compat with pytrec_eval max {worst_compat:.1e}; the defaults "
         f"(exponential gain, no-relevant policy one) of every shape with the dicts' max "
         f"{worst_defaults:.1e}; first calls of the four shapes {first_calls:.2f} s (numba loads "

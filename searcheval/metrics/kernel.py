@@ -121,7 +121,10 @@ def integer_qrels(query: np.ndarray, doc: np.ndarray, grade) -> IntegerQrels:
     doc = np.ascontiguousarray(doc, dtype=np.int64)
     if _judged_twice(starts, doc):
         raise Fallback("duplicate judgment")
-    columns = _IntegerColumns(qids=list(map(str, ids_in_order.tolist())), docs=None, q=q,
+    import pyarrow as pa  # (its cast makes the decimal strings twice as fast as str())
+
+    qids = pa.array(ids_in_order).cast(pa.string()).to_pylist()
+    columns = _IntegerColumns(qids=qids, docs=None, q=q,
                               d=np.arange(n, dtype=np.int32), grade=grade, starts=starts)
     columns.doc_ids = doc
     return IntegerQrels(columns=columns, keys=keys.astype(np.int64),
