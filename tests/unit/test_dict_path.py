@@ -48,10 +48,21 @@ def compiled(monkeypatch):
     monkeypatch.setattr(api, "COMPILED_ROWS", 0)
 
 
+@pytest.fixture(params=["C scan", "Python reader"])
+def reader(request, monkeypatch):
+    """Both readers of the dict path: the C scan, and the Python one an install without a C
+    compiler gets."""
+    from searcheval.metrics import dicts
+
+    if request.param == "Python reader":
+        monkeypatch.setattr(dicts, "_dictscan", None)
+    return request.param
+
+
 @pytest.mark.parametrize("conventions", [{}, {"trec_compat": True}, {"complete": True},
                                          {"complete": False}, {"no_relevant": "skip"},
                                          {"gain": "linear", "relevance_level": 2}])
-def test_large_dict_runs_give_the_dict_engines_numbers(compiled, conventions):
+def test_large_dict_runs_give_the_dict_engines_numbers(compiled, reader, conventions):
     qrels, run = _data(seed=len(conventions))
     complete = conventions.pop("complete", None)
     expected = engine_evaluate(qrels, run, parse_metrics(METRICS), Settings(**conventions),
@@ -102,7 +113,7 @@ def test_integer_ids_go_the_dict_engine_with_the_same_numbers(compiled):
     (float("nan"), "expected a finite numeric score, got nan"),
     (None, "expected a finite numeric score, got None"),
 ])
-def test_large_runs_are_refused_as_small_ones(compiled, bad, message):
+def test_large_runs_are_refused_as_small_ones(compiled, reader, bad, message):
     qrels, run = _data(seed=3)
     run["q5"]["d1"] = bad
     with pytest.raises(InputError) as err:
