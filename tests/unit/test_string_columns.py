@@ -11,6 +11,7 @@ import pytest
 
 import searcheval
 from searcheval.metrics import kernel
+from searcheval.metrics.columnar import _grouped
 from searcheval.metrics.engine import Settings, parse_metrics
 from searcheval.metrics.engine import evaluate as engine_evaluate
 
@@ -60,11 +61,19 @@ def test_large_string_chunks_and_rows_apart_give_the_dict_engines_numbers(shuffl
                                    atol=1e-12, err_msg=name)
 
 
-def test_string_runs_and_equality_known_answers():
+def test_query_codes_and_equality_known_answers():
+    # grouped: runs start at rows 0, 2 ("q10" is not "q1"), 4 ("" after "q10"), 6
+    grouped = pa.array(["q1", "q1", "q10", "q10", "", "", "q2"], type=pa.large_string())
+    codes, first = kernel._query_codes(grouped)
+    assert codes.tolist() == [0, 0, 1, 1, 2, 2, 3]
+    assert first.to_pylist() == ["q1", "q10", "", "q2"]
+    # "q1" again after "q10": its rows are apart, so the ids are grouped by columnar._grouped
     ids = pa.array(["q1", "q1", "q10", "q10", "q1", "", ""], type=pa.large_string())
+    codes, first = kernel._query_codes(ids)
+    expected_codes, expected_first = _grouped(ids)
+    assert codes.tolist() == expected_codes.tolist() == [0, 0, 1, 1, 0, 2, 2]
+    assert first.to_pylist() == expected_first.to_pylist() == ["q1", "q10", ""]
     offsets, data = kernel._strings(ids)
-    # runs start at rows 0, 2 ("q10" is not "q1"), 4, 5 ("" after "q1"), and end at 7
-    assert kernel._string_runs(offsets, data).tolist() == [0, 2, 4, 5, 7]
     other = pa.array(["q10", "q1", "x"])
     o2, d2 = kernel._strings(other)
     assert kernel._all_equal(np.array([2, 0]), offsets, data, np.array([0, 1]), o2, d2)
