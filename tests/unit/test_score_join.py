@@ -64,8 +64,9 @@ def test_three_rows_in_one_slot_two_of_them_equal_are_found():
         _refuse_twice(*keys_of([0, 0, 0], hashes))
 
 
-def test_more_keys_than_the_table_takes_are_sorted_whole():
-    n = (1 << columnar._SLOT_BITS)  # past a quarter of the slots: the sort alone
+@pytest.mark.parametrize("n", [1 << columnar._SLOT_BITS,  # a table of 2**19 slots, 4 a key
+                               1 << columnar._MAX_SLOT_BITS])  # past a quarter of the largest
+def test_large_key_sets_are_checked_whole(n):  # table's slots: the sort alone
     hashes = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     _refuse_twice(*keys_of(np.zeros(n), hashes))
     hashes[-1] = hashes[0]
