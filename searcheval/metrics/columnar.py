@@ -25,6 +25,7 @@ from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, it
                                 query_runs, read_qrels_columns, cast, from_numpy, index_in, mix,
                                 string_hashes, to_numpy)
 from searcheval.io.trec import compute as arrow
+from searcheval.io.trec import _MAX_SLOT_BITS, _SLOT_BITS, equal_hashes  # noqa: F401 (tests)
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 
@@ -33,10 +34,6 @@ QUERY_BLOCK = 4_096  # queries whose padded matrices are built at once (a block'
 _FILTER_BITS = 20  # the join's filter: 1 MiB a thread, all zero between uses
 _FILTER_SHIFT = np.uint64(64 - _FILTER_BITS)
 _PER_THREAD = threading.local()  # (two threads scoring at once never share a filter)
-_SLOT_BITS = 17  # the duplicate check's table of slots (512 KiB, allocated per call; a chunk of a
-# file, 12,500 rows and the rest of its last batch, is at most a quarter of its slots)
-_MAX_SLOT_BITS = 22  # and for a whole table of judgments, at least 4 slots a key up to 1M keys
-# (16 MiB; 300,000 judgments: 8 MiB, their check 4 ms instead of 13 ms of sorting every key)
 
 
 def _join_filter() -> np.ndarray:
@@ -184,25 +181,11 @@ def _sorted_pairs(group: np.ndarray, d: np.ndarray, n_docs: int) -> tuple[np.nda
 
 def _refuse_twice(group: np.ndarray, hashes: np.ndarray) -> None:
     """Fallback when a query lists a document twice (rows grouped by `group`; `hashes` each row's
-    id hashed): equal (group, id hash) keys side by side once sorted. Two different ids of one
+    id hashed): two equal (group, id hash) keys (`io.trec.equal_hashes`). Two different ids of one
     query with the same 64-bit hash would also be sent to the exact path, which scores them right."""
     with np.errstate(over="ignore"):
         keys = hashes + mix(group.astype(np.uint64) + np.uint64(1))
-    bits = min(max(_SLOT_BITS, (4 * keys.size - 1).bit_length()), _MAX_SLOT_BITS)
-    if 1 < keys.size <= (1 << bits) // 4:  # sort only the keys that share a slot of a table
-        # with another: two equal keys share one, and a slot holds one row, so at least one of
-        # the two finds another row there
-        slots = (keys >> np.uint64(64 - bits)).astype(np.intp)
-        rows = np.arange(keys.size, dtype=np.int32)
-        table = np.empty(1 << bits, dtype=np.int32)
-        table[slots] = rows
-        holder = table[slots]
-        lost = holder != rows
-        shared = lost.copy()
-        shared[holder[lost]] = True  # (a mask, not np.unique: a tenth of the work)
-        keys = keys[shared]
-    keys = np.sort(keys)
-    if np.any(keys[1:] == keys[:-1]):
+    if equal_hashes(keys):
         raise Fallback("duplicate document")
 
 
