@@ -15,8 +15,8 @@ export TRANSFORMERS_OFFLINE := 1
 install: $(STAMP)
 
 # torch first, pinned: 2.13.0 is the CPU build on this disk; unpinned, pip pulls a CUDA build of GBs.
-# setup.py compiles searcheval/metrics/_dictscan.c in place: a changed C file is built again
-$(STAMP): pyproject.toml setup.py searcheval/metrics/_dictscan.c
+# setup.py compiles searcheval/_native.c in place: a changed C file is built again
+$(STAMP): pyproject.toml setup.py searcheval/_native.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet torch==2.13.0

@@ -1,11 +1,12 @@
-"""The one compiled part of searcheval, beside pyproject.toml (which holds everything else).
+"""The one compiled module of searcheval, beside pyproject.toml (which holds everything else).
 
-`searcheval.metrics._dictscan` reads a `{query: {doc: score}}` run in one pass in C. It is
-optional: where no C compiler is at hand the install goes on without it and the dict path reads
-the run in Python, a few times slower (`searcheval.metrics.dicts`).
+`searcheval._native` (searcheval/_native.c) reads a `{query: {doc: score}}` run in one pass and
+hashes a column of strings in one pass. It is optional: where no C compiler is at hand the
+install goes on without it, and the dict path (`searcheval.metrics.dicts`) and the string hashes
+(`searcheval.io.trec.string_hashes`) run in Python and numpy, a few times slower.
 """
 
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("searcheval.metrics._dictscan", ["searcheval/metrics/_dictscan.c"],
+setup(ext_modules=[Extension("searcheval._native", ["searcheval/_native.c"],
                              extra_compile_args=["-O2"], optional=True)])

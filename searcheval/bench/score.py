@@ -312,12 +312,12 @@ def _dict_reader() -> str:
     """Which reader the dict path uses in this install (`searcheval.metrics.dicts`)."""
     from searcheval.metrics import dicts
 
-    if dicts._dictscan is not None:
-        return ("searcheval's dict path reads them once in C (searcheval/metrics/_dictscan.c, "
+    if dicts._native is not None:
+        return ("searcheval's dict path reads them once in C (searcheval/_native.c, "
                 "built by make install), checking every id and score and looking up each judged "
                 "document on the way")
     return ("searcheval's dict path reads them in Python here (installed without a C compiler, "
-            "so without searcheval/metrics/_dictscan.c): three passes (the ids' types, the "
+            "so without searcheval/_native.c): three passes (the ids' types, the "
             "scores' types, the scores) and a lookup of each judged document")
 
 

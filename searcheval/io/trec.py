@@ -18,6 +18,11 @@ import numpy as np
 from searcheval.defaults import MAX_GRADE
 from searcheval.errors import InputError
 
+try:  # built with the package (setup.py); optional: without a C compiler, numpy hashes
+    from searcheval import _native
+except ImportError:  # pragma: no cover - an install without a C compiler
+    _native = None
+
 if TYPE_CHECKING:
     from searcheval.types import Qrels, RankedRun, Run
 # the exact loaders' helpers (io.files, io.beir) are imported where they are used: `searcheval
@@ -263,15 +268,31 @@ HASH_BLOCK = 1 << 16
 
 def string_hashes(strings) -> np.ndarray:
     """A 64-bit hash of each string of a pyarrow string array, from its UTF-8 bytes read eight at
-    a time (aligned loads, shifted into place; a word past a string's end masked), then mixed.
-    Equal strings hash equal; two different ones collide with a chance of about 2**-64."""
+    a time (a word past a string's end masked), then mixed. Equal strings hash equal; two
+    different ones collide with a chance of about 2**-64. Computed in one pass in C
+    (`searcheval/_native.c`) where the package was built with it, else by `numpy_string_hashes`:
+    the same numbers."""
+    if _native is None or not len(strings):
+        return numpy_string_hashes(strings)
+    import pyarrow as pa
+
+    width = 8 if pa.types.is_large_string(strings.type) else 4
+    _, offsets, data = strings.buffers()
+    return np.frombuffer(_native.string_hashes(offsets, b"" if data is None else data,
+                                               strings.offset, len(strings), width),
+                         dtype=np.uint64)
+
+
+def numpy_string_hashes(strings) -> np.ndarray:
+    """`string_hashes` in numpy (aligned loads of every string's next word at once, shifted into
+    place): for an install without the C module."""
     n = len(strings)
     if not n:
         return np.zeros(0, dtype=np.uint64)
     if n > HASH_BLOCK:  # a block at a time: its temporaries are a few arrays of a block each
         out = np.empty(n, dtype=np.uint64)
         for lo in range(0, n, HASH_BLOCK):
-            out[lo:lo + HASH_BLOCK] = string_hashes(strings.slice(lo, HASH_BLOCK))
+            out[lo:lo + HASH_BLOCK] = numpy_string_hashes(strings.slice(lo, HASH_BLOCK))
         return out
     offsets = np.frombuffer(strings.buffers()[1], dtype=np.int32, count=n + 1,
                             offset=strings.offset * 4).astype(np.int64)

@@ -3,7 +3,7 @@
 
 The dict engine (`searcheval.metrics.engine.evaluate`) spends most of its time on Python's side:
 checking every id and score of the run, reading the scores out, then ranking in numpy. Here the
-run is read by `_dictscan.scan` (C, built with the package, `searcheval/metrics/_dictscan.c`): one
+run is read by `_native.scan_dict_run` (C, built with the package, `searcheval/_native.c`): one
 walk over the dicts that checks and reads every id and score once and looks each judged document
 up in its query's ranking. Where the package was installed without a C compiler, `read_python`
 does the same in three passes of Python's C iterators (`map`, `chain`, `np.fromiter`: the ids'
@@ -32,9 +32,9 @@ from numba import njit, prange
 from searcheval.metrics.engine import Evaluation, Metric, Settings
 
 try:  # built with the package (setup.py); optional: without a C compiler, read_python reads
-    from searcheval.metrics import _dictscan
+    from searcheval import _native
 except ImportError:  # pragma: no cover - an install without a C compiler
-    _dictscan = None
+    _native = None
 
 # scores read as they are (numpy's float64 is a float; the dict engine takes the same three)
 SCORE_TYPES = {float, int, np.float64}
@@ -104,13 +104,13 @@ class Read:
 
 
 def read(prepared: DictQrels, run: Any) -> Read | None:
-    """`run` read by the C scan (`_dictscan.scan`), or by `read_python` where the package was
+    """`run` read by the C scan (`_native.scan_dict_run`), or by `read_python` where the package was
     installed without it; None when the run is not a dict this path takes as it is."""
-    if _dictscan is None:
+    if _native is None:
         return read_python(prepared, run)
     if not isinstance(run, dict) or not run:  # as read_python: an empty run goes the engine
         return None
-    found = _dictscan.scan(run, prepared.index, prepared.docs, prepared.starts)
+    found = _native.scan_dict_run(run, prepared.index, prepared.docs, prepared.starts)
     if found is None:
         return None
     scores_, run_starts, where, judged_score = found
@@ -121,7 +121,7 @@ def read(prepared: DictQrels, run: Any) -> Read | None:
 
 
 def read_python(prepared: DictQrels, run: Any) -> Read | None:
-    """What `_dictscan.scan` reads, in Python's C iterators (a few times slower)."""
+    """What `_native.scan_dict_run` reads, in Python's C iterators (a few times slower)."""
     found = scores(run)
     if found is None:
         return None

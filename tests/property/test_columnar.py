@@ -373,3 +373,34 @@ def test_string_hashes_of_a_long_array_are_those_of_its_parts():
     for at in (0, 1, trec.HASH_BLOCK - 1, trec.HASH_BLOCK, len(strings) - 1):
         assert whole[at] == trec.string_hashes(strings.slice(at, 1))[0]
     assert len(set(whole.tolist())) == len(set(strings.to_pylist()))
+
+
+@settings(deadline=None, max_examples=200)
+@given(st.lists(st.text(max_size=40), max_size=60), st.integers(0, 5),
+       st.sampled_from(["string", "large_string"]))
+def test_the_c_hashes_are_numpys(ids, skip, kind):
+    """The C loop (`searcheval/_native.c`) and numpy's (`numpy_string_hashes`, for an install
+    without a compiler) give every string the same hash: any text (empty, multi-byte, past a
+    word), in a slice of an array, with 32- or 64-bit offsets."""
+    import pyarrow as pa
+
+    from searcheval.io import trec
+
+    assert trec._native is not None  # built by make install (setup.py)
+    whole = pa.array(["x" * skip, *ids], type=getattr(pa, kind)()).slice(1)
+    c = trec.string_hashes(whole)
+    assert c.dtype == np.uint64 and c.size == len(ids)
+    numpy_hashes = trec.numpy_string_hashes(whole if kind == "string"
+                                            else whole.cast(pa.string()))
+    assert c.tolist() == numpy_hashes.tolist()
+
+
+def test_the_c_hashes_refuse_offsets_past_the_data():
+    """Buffers that do not match are an error, never a read past the end."""
+    from searcheval import _native
+
+    offsets = np.array([0, 3, 99], dtype=np.int32).tobytes()
+    with pytest.raises(ValueError, match="past the data"):
+        _native.string_hashes(offsets, b"abc", 0, 2, 4)
+    with pytest.raises(ValueError, match="rows asked for"):
+        _native.string_hashes(offsets, b"abc", 1, 2, 4)

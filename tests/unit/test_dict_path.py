@@ -55,7 +55,7 @@ def reader(request, monkeypatch):
     from searcheval.metrics import dicts
 
     if request.param == "Python reader":
-        monkeypatch.setattr(dicts, "_dictscan", None)
+        monkeypatch.setattr(dicts, "_native", None)
     return request.param
 
 
@@ -139,12 +139,12 @@ def test_numpy_float64_scores_are_read_as_floats(compiled):
 
 
 def test_the_c_scan_is_built_with_the_package():
-    """`make install` compiles searcheval/metrics/_dictscan.c (setup.py); without it the dict path
+    """`make install` compiles searcheval/_native.c (setup.py); without it the dict path
     falls back to `read_python`, right but a few times slower, so an install that lost the C
     compiler must fail here rather than slow down unseen."""
     from searcheval.metrics import dicts
 
-    assert dicts._dictscan is not None
+    assert dicts._native is not None
     assert dicts.read is not dicts.read_python
 
 

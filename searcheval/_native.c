@@ -1,0 +1,261 @@
+/* searcheval's compiled parts: two loops that Python and numpy can only run a pass at a time.
+ *
+ * scan_dict_run: one pass over a run given as `{query: {doc: score}}`, for the dict path at
+ * scale (`searcheval.metrics.dicts`).
+ *
+ *     Python can only read such a run a pass at a time (checking the ids' types, the scores'
+ *     types, reading the scores), each pass about as long as iterating the dicts at all; then it
+ *     looks every judged document up in its query's ranking. Here all of it is one walk over the
+ *     dicts: every id and score is checked and read once, and the judged documents are looked up
+ *     while their query's ranking is at hand.
+ *
+ *     scan_dict_run(run, index, docs, starts)
+ *         -> (scores, run_starts, where, judged_score) or None
+ *
+ *     run:    the run as the user gave it.
+ *     index:  {query: c}, the judged queries' positions (`dicts.DictQrels.index`).
+ *     docs:   every judged document, query by query (`DictQrels.docs`); query c's are
+ *             docs[starts[c]:starts[c + 1]].
+ *     starts: int64 buffer of len(index) + 1.
+ *
+ *     Returns four writable buffers (read with numpy.frombuffer):
+ *       scores        float64, every score of the run in its order;
+ *       run_starts    int64 (len(run) + 1,), where each of the run's queries starts in `scores`;
+ *       where         int64 (len(index),), each judged query's position in the run, -1: absent;
+ *       judged_score  float64, one per judged document: its score in its query's ranking, NaN:
+ *                     not retrieved.
+ *     or None when the run is not in the shape the dict engine takes as it is (a query id or a
+ *     document id that is not exactly a str or is empty, a ranking that is not a dict, a score
+ *     that is not an int or a float -- bool refused -- or not finite): the caller then takes the
+ *     dict engine, which converts or refuses with its clear error, so both give the same answers.
+ *
+ * string_hashes: the 64-bit hash of each string of a pyarrow string array
+ * (`searcheval.io.trec.string_hashes`, whose numpy code computes the same numbers eight bytes
+ * at a time over every string at once, with the temporaries of a pass per word).
+ *
+ *     string_hashes(offsets, data, first, n, width) -> buffer of n uint64
+ *
+ *     offsets: the array's offsets buffer, `width` bytes each (4: string, 8: large_string);
+ *     data:    its bytes; first: the array's offset (a slice's first row); n: its length.
+ *
+ * Both are optional: an install without a C compiler runs the Python and numpy code instead.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The score `value` as a double in *out; 0 when it is not one the engine takes as it is. */
+static int
+score_of(PyObject *value, double *out)
+{
+    if (PyFloat_Check(value)) {
+        *out = PyFloat_AS_DOUBLE(value);
+    }
+    else if (PyLong_Check(value) && !PyBool_Check(value)) {
+        *out = PyLong_AsDouble(value);
+        if (*out == -1.0 && PyErr_Occurred()) { /* past a double's range */
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    else {
+        return 0;
+    }
+    return isfinite(*out);
+}
+
+static int
+is_id(PyObject *key)
+{
+    return PyUnicode_CheckExact(key) && PyUnicode_GET_LENGTH(key) > 0;
+}
+
+static PyObject *
+scan_dict_run(PyObject *self, PyObject *args)
+{
+    PyObject *run, *index, *docs;
+    Py_buffer starts_view;
+    if (!PyArg_ParseTuple(args, "O!O!O!y*", &PyDict_Type, &run, &PyDict_Type, &index,
+                          &PyList_Type, &docs, &starts_view))
+        return NULL;
+    PyObject *result = NULL, *scores = NULL, *run_starts = NULL, *where = NULL,
+             *judged_score = NULL;
+    const int64_t *starts = (const int64_t *)starts_view.buf;
+    Py_ssize_t queries = starts_view.len / (Py_ssize_t)sizeof(int64_t) - 1;
+    if (queries < 0 || starts[queries] != PyList_GET_SIZE(docs)) {
+        PyErr_SetString(PyExc_ValueError, "starts does not match docs");
+        goto done;
+    }
+
+    /* the rows, and the shape of the run's outer dict */
+    Py_ssize_t pos = 0, rows = 0;
+    PyObject *query, *ranking;
+    while (PyDict_Next(run, &pos, &query, &ranking)) {
+        if (!is_id(query) || !PyDict_Check(ranking)) {
+            result = Py_None;
+            goto done;
+        }
+        rows += PyDict_GET_SIZE(ranking);
+    }
+    Py_ssize_t judged = PyList_GET_SIZE(docs);
+    scores = PyByteArray_FromStringAndSize(NULL, rows * (Py_ssize_t)sizeof(double));
+    run_starts = PyByteArray_FromStringAndSize(
+        NULL, (PyDict_GET_SIZE(run) + 1) * (Py_ssize_t)sizeof(int64_t));
+    where = PyByteArray_FromStringAndSize(NULL, queries * (Py_ssize_t)sizeof(int64_t));
+    judged_score = PyByteArray_FromStringAndSize(NULL, judged * (Py_ssize_t)sizeof(double));
+    if (!scores || !run_starts || !where || !judged_score)
+        goto done;
+    double *score = (double *)PyByteArray_AS_STRING(scores);
+    int64_t *run_start = (int64_t *)PyByteArray_AS_STRING(run_starts);
+    int64_t *at = (int64_t *)PyByteArray_AS_STRING(where);
+    double *found = (double *)PyByteArray_AS_STRING(judged_score);
+    for (Py_ssize_t c = 0; c < queries; c++)
+        at[c] = -1;
+    for (Py_ssize_t j = 0; j < judged; j++)
+        found[j] = NAN;
+
+    /* every score checked and read; each judged query's documents looked up in its ranking */
+    Py_ssize_t p = 0, row = 0;
+    pos = 0;
+    while (PyDict_Next(run, &pos, &query, &ranking)) {
+        run_start[p] = row;
+        Py_ssize_t inner = 0;
+        PyObject *doc, *value;
+        while (PyDict_Next(ranking, &inner, &doc, &value)) {
+            if (!is_id(doc) || !score_of(value, &score[row])) {
+                result = Py_None;
+                goto done;
+            }
+            row++;
+        }
+        PyObject *c_object = PyDict_GetItemWithError(index, query);
+        if (c_object != NULL) {
+            Py_ssize_t c = PyLong_AsSsize_t(c_object);
+            if (c < 0 || c >= queries) {
+                if (!PyErr_Occurred())
+                    PyErr_SetString(PyExc_ValueError, "index names a query past starts");
+                goto done;
+            }
+            at[c] = p;
+            for (int64_t j = starts[c]; j < starts[c + 1]; j++) {
+                value = PyDict_GetItemWithError(ranking, PyList_GET_ITEM(docs, j));
+                if (value != NULL)
+                    score_of(value, &found[j]); /* checked above, with the rest of the ranking */
+                else if (PyErr_Occurred())
+                    goto done;
+            }
+        }
+        else if (PyErr_Occurred()) {
+            goto done;
+        }
+        p++;
+    }
+    run_start[p] = row;
+    result = PyTuple_Pack(4, scores, run_starts, where, judged_score);
+
+done:
+    if (result == Py_None)
+        Py_INCREF(Py_None);
+    Py_XDECREF(scores);
+    Py_XDECREF(run_starts);
+    Py_XDECREF(where);
+    Py_XDECREF(judged_score);
+    PyBuffer_Release(&starts_view);
+    return result;
+}
+
+#define HASH_LENGTH 0x9E3779B97F4A7C15ULL
+#define HASH_WORD 0xFF51AFD7ED558CCDULL
+
+static uint64_t
+mix(uint64_t x)
+{
+    x ^= x >> 33;
+    x *= 0xFF51AFD7ED558CCDULL;
+    x ^= x >> 33;
+    x *= 0xC4CEB9FE1A85EC53ULL;
+    x ^= x >> 33;
+    return x;
+}
+
+static PyObject *
+string_hashes(PyObject *self, PyObject *args)
+{
+    Py_buffer offsets_view, data_view;
+    Py_ssize_t first, n;
+    int width;
+    if (!PyArg_ParseTuple(args, "y*y*nni", &offsets_view, &data_view, &first, &n, &width))
+        return NULL;
+    PyObject *out = NULL;
+    if ((width != 4 && width != 8) || first < 0 || n < 0 ||
+        (first + n + 1) * (Py_ssize_t)width > offsets_view.len) {
+        PyErr_SetString(PyExc_ValueError, "offsets do not hold the rows asked for");
+        goto done;
+    }
+    out = PyByteArray_FromStringAndSize(NULL, n * (Py_ssize_t)sizeof(uint64_t));
+    if (out == NULL)
+        goto done;
+    uint64_t *hash = (uint64_t *)PyByteArray_AS_STRING(out);
+    const unsigned char *data = (const unsigned char *)data_view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int64_t start, end;
+        if (width == 4) {
+            start = ((const int32_t *)offsets_view.buf)[first + i];
+            end = ((const int32_t *)offsets_view.buf)[first + i + 1];
+        }
+        else {
+            start = ((const int64_t *)offsets_view.buf)[first + i];
+            end = ((const int64_t *)offsets_view.buf)[first + i + 1];
+        }
+        if (start < 0 || end < start || end > data_view.len) {
+            Py_CLEAR(out);
+            PyErr_SetString(PyExc_ValueError, "an offset points past the data");
+            goto done;
+        }
+        uint64_t h = (uint64_t)(end - start) * HASH_LENGTH;
+        for (int64_t at = start; at < end; at += 8) {
+            int64_t take = end - at < 8 ? end - at : 8;
+            uint64_t word = 0; /* the bytes as a little-endian word, zeros past the end */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            if (take == 8)
+                memcpy(&word, data + at, 8); /* one load */
+            else
+                for (int64_t k = 0; k < take; k++)
+                    word |= (uint64_t)data[at + k] << (8 * k);
+#else
+            for (int64_t k = 0; k < take; k++)
+                word |= (uint64_t)data[at + k] << (8 * k);
+#endif
+            h ^= word;
+            h *= HASH_WORD;
+            h ^= h >> 29;
+        }
+        hash[i] = mix(h);
+    }
+
+done:
+    PyBuffer_Release(&offsets_view);
+    PyBuffer_Release(&data_view);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_dict_run", scan_dict_run, METH_VARARGS,
+     "scan_dict_run(run, index, docs, starts) -> (scores, run_starts, where, judged_score) or None"},
+    {"string_hashes", string_hashes, METH_VARARGS,
+     "string_hashes(offsets, data, first, n, width) -> n uint64 hashes"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "searcheval's compiled parts (searcheval/_native.c).", -1, methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    return PyModule_Create(&module);
+}
