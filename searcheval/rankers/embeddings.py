@@ -264,7 +264,8 @@ class CachedEmbedder:
             part = order[start:start + chunk]
             chunk_texts = [texts[i] for i in part]
             with _encoding:
-                batch = batch_for(longest_tokens(model, chunk_texts), self.batch_size)
+                batch = batch_for(longest_tokens(model, chunk_texts), self.batch_size,
+                                  MAX_BATCH_TOKENS)
                 encoded = model.encode(chunk_texts, batch_size=batch,
                                        show_progress_bar=show, convert_to_numpy=True,
                                        normalize_embeddings=True)

@@ -296,3 +296,13 @@ def test_a_dataset_without_a_baseline_is_published_as_not_gated(first_run, flow_
     assert doc["dataset"] == "other" and doc["gate"]["passed"] is None
     assert doc["gate"]["reason"].startswith("no baseline for dataset 'other'")
     assert "gate: NOT GATED (no baseline for dataset 'other'" in capsys.readouterr().out
+
+
+def test_the_model_loads_after_the_validation(first_run, flow_env):
+    """The model's load is submitted once the validate task returned, so the two never overlap
+    (beside torch's imports and weights, Great Expectations' import took three times as long)."""
+    _, metrics, _ = first_run
+    assert metrics["embeddings"]["embedded"] == 18 + 15  # the model had to load
+    _, runs = task_runs_of(metrics["flow_run_id"])
+    assert runs["validate"].end_time is not None and runs["load_model"].start_time is not None
+    assert runs["validate"].end_time <= runs["load_model"].start_time
