@@ -310,18 +310,18 @@ def test_the_model_loads_after_the_validation(first_run, flow_env):
     assert runs["validate"].end_time <= runs["load_model"].start_time
 
 
-def test_embedding_batches_take_turns_two_at_a_time(first_run, flow_env, tmp_path):
+def test_embedding_batches_take_turns_one_at_a_time(first_run, flow_env, tmp_path):
     """--embed-batch 10 cuts the 33 texts into 4 batches; in the thread pool each starts once the
-    batch two before it has finished (defaults.EMBED_TASKS_AT_ONCE), so no more than two hold a
-    database connection while they wait for the model."""
+    one before it has finished (defaults.EMBED_TASKS_AT_ONCE), so no more than one holds a
+    database connection while the model encodes."""
     from searcheval import defaults
 
-    assert defaults.EMBED_TASKS_AT_ONCE == 2
+    assert defaults.EMBED_TASKS_AT_ONCE == 1
     code = run_cli(ROOT / "fixtures", None, tmp_path / "out", "--embed-batch", "10")
     assert code == 0
     doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
     _, runs = task_runs_of(doc["flow_run_id"], whole_names=True)
     embeds = {name: run for name, run in runs.items() if name.startswith("embed-")}
     assert sorted(embeds) == ["embed-1", "embed-2", "embed-3", "embed-4"]  # 10 + 10 + 10 + 3
-    for later, earlier in (("embed-3", "embed-1"), ("embed-4", "embed-2")):
+    for earlier, later in (("embed-1", "embed-2"), ("embed-2", "embed-3"), ("embed-3", "embed-4")):
         assert embeds[earlier].end_time <= embeds[later].start_time, (earlier, later)
