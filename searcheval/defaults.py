@@ -44,6 +44,10 @@ MAX_AGE_DAYS = 365  # judgments older than this are stale
 MIN_PER_CATEGORY = 3  # fewest golden queries a category may have
 SHARDS = 1  # query shards per configuration
 EMBED_BATCH = 2048  # texts per embedding task
+#: embedding tasks running at once in Prefect's thread pool: one. They take turns at the
+#: process's one model anyway; each held a database connection while it waited (22 at WANDS' size
+#: held 22 backends), and threads taking turns at torch each keep a team of OpenMP threads
+EMBED_TASKS_AT_ONCE = 1
 
 # -- the ranges a run's options are checked against before any work (evaluation/preflight.py)
 MAX_TOLERANCE = 1.0  # a tolerance is an absolute drop of a metric in [0, 1]

@@ -188,8 +188,8 @@ def seed_catalog(collection: Collection) -> dict:
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)
 def load_model(texts: list[str], model_path: str | None) -> int:
-    """The model loaded while the run validates, if the cache lacks any of `texts` (submitted:
-    it overlaps the steps before embedding); the number of texts to embed."""
+    """The model loaded while the run seeds its inputs, if the cache lacks any of `texts`
+    (submitted after the validation: it overlaps the seeding); the number of texts to embed."""
     from searcheval.rankers.embeddings import load_if_missing
 
     with open_database() as conn:

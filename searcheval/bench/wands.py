@@ -7,8 +7,11 @@ shape written by `searcheval.bench.load.generate(searchable=True)`: 42,994 produ
 product it judges relevant, so the rankers find something.
 
 - raw: sentence-transformers alone, in a process of its own, encoding the texts the nightly
-  embeds (the same texts, batch size and normalisation), as `benchmark run` does: the reference
-  the cold embedding is measured against. Skipped with `raw=False` (43k texts take most of an
+  embeds (the same texts and normalisation, `batch_size` 64), as `benchmark run` does: the
+  reference the cold embedding is measured against. The run's own model batches hold at most
+  64 x 128 padded tokens (`embeddings.MAX_BATCH_TOKENS`: 32 texts at the model's 256), for its
+  memory; the reference keeps sentence-transformers' plain batches of 64, so whatever the
+  smaller batches cost shows in the ratio. Skipped with `raw=False` (43k texts take most of an
   hour on 2 busy cores) or when no configuration embeds.
 - cold: `searcheval run --dataset ...` in a fresh working folder: no database, no embedding cache,
   no Prefect server; validation not cached; every text embedded (when a configuration embeds).
@@ -18,6 +21,9 @@ product it judges relevant, so the rankers find something.
 Peak memory is the largest sum of the resident memory of the run's process tree, sampled every
 0.2 s: the `searcheval run` process, every process it started (the embedded Postgres and its
 backends, the kept Prefect server), and those servers while they run (a warm run uses them). The
+working folder's servers are looked up at every sample: the embedded Postgres a cold run starts
+daemonizes (its parent becomes pid 1) and was left out of the cold runs' peaks before
+2026-12-06. The
 sum of RSS counts a page two processes share twice (Postgres' shared buffers), so it is an upper
 bound; the sum of PSS, which shares it out, is printed beside it.
 
@@ -90,8 +96,12 @@ class TreeMemory:
     tree is counted while it lives, also after it was reparented (a server started in the
     background)."""
 
-    def __init__(self, root: int, also: tuple[int, ...] = (), interval: float = SAMPLE_S):
+    def __init__(self, root: int, also: tuple[int, ...] = (), interval: float = SAMPLE_S,
+                 servers=None):
         self.roots = (root, *also)
+        #: called at every sample: pids of servers the run may have started meanwhile and that
+        #: left its tree (the embedded Postgres daemonizes: its parent is then pid 1)
+        self.servers = servers
         self.interval = interval
         self.seen: set[int] = set()
         self.peak_rss = self.peak_pss = 0
@@ -100,10 +110,11 @@ class TreeMemory:
 
     def sample(self) -> None:
         children = _children()
-        todo = [p for p in self.roots if os.path.exists(f"/proc/{p}")]
+        roots = (*self.roots, *(self.servers() if self.servers else ()))
+        todo = [p for p in roots if os.path.exists(f"/proc/{p}")]
         while todo:
             pid = todo.pop()
-            if pid in self.seen and pid not in self.roots:
+            if pid in self.seen and pid not in roots:
                 continue
             self.seen.add(pid)
             todo.extend(children.get(pid, ()))
@@ -153,7 +164,7 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str], work: Path)
     start = time.time()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
-    with TreeMemory(process.pid, also) as memory:
+    with TreeMemory(process.pid, also, servers=lambda: _server_pids(work)) as memory:
         stdout, stderr = process.communicate(timeout=3 * 3600)
     end = time.time()
     if process.returncode not in (0, 1):  # 1: the gate tripped, a finished run all the same

@@ -124,7 +124,8 @@ def add_benchmark_run(bsub) -> None:
     b.add_argument("--project", type=Path, default=Path("."),
                    help="the project folder whose flows/ run (default: this folder)")
     b.add_argument("--batch-size", type=int, default=64,
-                   help="texts per encode batch of the raw reference (the run's own: 64)")
+                   help="texts per encode batch of the raw reference (default 64, the run's "
+                        "own up to 128 tokens a text; longer texts, fewer)")
     b.add_argument("--warm-runs", type=int, default=3,
                    help="warm runs after the cold one (default 3; the median is reported)")
     b.set_defaults(handler=cmd_benchmark_run)
@@ -167,7 +168,8 @@ def add_benchmark_wands(bsub) -> None:
     b.add_argument("--warm-runs", type=int, default=2,
                    help="warm runs after the cold one (default 2; the median is reported)")
     b.add_argument("--batch-size", type=int, default=64,
-                   help="texts per encode batch of the raw reference (the run's own: 64)")
+                   help="texts per encode batch of the raw reference (default 64, the run's "
+                        "own up to 128 tokens a text; longer texts, fewer)")
     b.add_argument("--project", type=Path, default=Path("."),
                    help="the project folder whose flows/ run (default: this folder)")
     b.add_argument("--directory", type=Path, default=None,

@@ -188,8 +188,9 @@ def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_
     assert f"report: {tmp_path / 'out' / doc['run_id'] / 'report.md'}" in flow_state.message
 
 
-def task_runs_of(flow_run_id: str) -> dict:
-    """The flow run and its task runs by task name (`gate-49f` -> `gate`)."""
+def task_runs_of(flow_run_id: str, whole_names: bool = False) -> dict:
+    """The flow run and its task runs by task name (`gate-49f` -> `gate`), or by their whole
+    names (`embed-1`)."""
     import anyio
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
@@ -202,7 +203,8 @@ def task_runs_of(flow_run_id: str) -> dict:
             return flow_run, runs
 
     flow_run, runs = anyio.run(read)
-    return flow_run, {run.name.rsplit("-", 1)[0]: run for run in runs}
+    return flow_run, {run.name if whole_names else run.name.rsplit("-", 1)[0]: run
+                      for run in runs}
 
 
 def test_a_judgment_of_a_removed_resource_is_stale_left_out_and_alerted(first_run, flow_env,
@@ -296,3 +298,30 @@ def test_a_dataset_without_a_baseline_is_published_as_not_gated(first_run, flow_
     assert doc["dataset"] == "other" and doc["gate"]["passed"] is None
     assert doc["gate"]["reason"].startswith("no baseline for dataset 'other'")
     assert "gate: NOT GATED (no baseline for dataset 'other'" in capsys.readouterr().out
+
+
+def test_the_model_loads_after_the_validation(first_run, flow_env):
+    """The model's load is submitted once the validate task returned, so the two never overlap
+    (beside torch's imports and weights, Great Expectations' import took three times as long)."""
+    _, metrics, _ = first_run
+    assert metrics["embeddings"]["embedded"] == 18 + 15  # the model had to load
+    _, runs = task_runs_of(metrics["flow_run_id"])
+    assert runs["validate"].end_time is not None and runs["load_model"].start_time is not None
+    assert runs["validate"].end_time <= runs["load_model"].start_time
+
+
+def test_embedding_batches_take_turns_one_at_a_time(first_run, flow_env, tmp_path):
+    """--embed-batch 10 cuts the 33 texts into 4 batches; in the thread pool each starts once the
+    one before it has finished (defaults.EMBED_TASKS_AT_ONCE), so no more than one holds a
+    database connection while the model encodes."""
+    from searcheval import defaults
+
+    assert defaults.EMBED_TASKS_AT_ONCE == 1
+    code = run_cli(ROOT / "fixtures", None, tmp_path / "out", "--embed-batch", "10")
+    assert code == 0
+    doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    _, runs = task_runs_of(doc["flow_run_id"], whole_names=True)
+    embeds = {name: run for name, run in runs.items() if name.startswith("embed-")}
+    assert sorted(embeds) == ["embed-1", "embed-2", "embed-3", "embed-4"]  # 10 + 10 + 10 + 3
+    for earlier, later in (("embed-1", "embed-2"), ("embed-2", "embed-3"), ("embed-3", "embed-4")):
+        assert embeds[earlier].end_time <= embeds[later].start_time, (earlier, later)

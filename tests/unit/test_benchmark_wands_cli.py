@@ -41,6 +41,30 @@ def test_a_process_alone_is_measured_alone():
         sleeper.wait()
 
 
+def test_a_server_that_left_the_tree_is_counted_once_named():
+    """The embedded Postgres a cold run starts daemonizes (its parent becomes pid 1): the tree
+    walk misses it, the `servers` lookup at each sample does not. A detached process holding
+    ~100 MB, named by the lookup, adds ~100 MB to the peak."""
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import time; b = bytearray(100 * 2**20); "
+                               "b[::4096] = b'x' * len(b[::4096]); time.sleep(3)"],
+                              start_new_session=True)
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3)"])
+    try:
+        import time
+
+        time.sleep(1)  # the holder has touched its 100 MB
+        alone = TreeMemory(sleeper.pid)
+        alone.sample()
+        named = TreeMemory(sleeper.pid, servers=lambda: (holder.pid,))
+        named.sample()
+        assert alone.peak_rss < 50 * 2**20, alone.peak_rss
+        assert named.peak_rss > alone.peak_rss + 90 * 2**20, (named.peak_rss, alone.peak_rss)
+    finally:
+        sleeper.wait()
+        holder.wait()
+
+
 def _run(wall, validate, peak, embedded=0, embedding_s=None):
     stages = {"start": 0.1, "validate": validate, "flow_steps": wall - 0.1 - validate}
     return {"wall_s": wall, "peak_rss": peak, "peak_pss": peak // 2, "stages": stages,

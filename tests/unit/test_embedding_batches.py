@@ -1,0 +1,70 @@
+"""The embedding's batch policy and its allocator settings, without the model: a model batch
+holds at most MAX_BATCH_TOKENS padded tokens, so long texts are encoded in smaller batches."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from searcheval.rankers import embeddings
+from searcheval.rankers.embeddings import MAX_BATCH_TOKENS, CachedEmbedder, batch_for
+
+
+def test_the_budget_is_64_texts_of_128_tokens():
+    assert MAX_BATCH_TOKENS == 64 * 128 == 8192
+
+
+@pytest.mark.parametrize(("longest", "asked", "expected"), [
+    (256, 64, 32),      # 8192 // 256 = 32: the model's maximum length halves the batch
+    (128, 64, 64),      # 8192 // 128 = 64: exactly the budget
+    (100, 64, 64),      # 8192 // 100 = 81, capped at the 64 asked for
+    (300, 64, 27),      # 8192 // 300 = 27 (27.3 rounded down)
+    (256, 16, 16),      # a smaller batch asked for is kept
+    (10_000, 64, 1),    # 8192 // 10000 = 0: never below one text
+    (0, 64, 64),        # an empty tokenization counts as one token: 8192 // 1, capped at 64
+])
+def test_batch_for(longest, asked, expected):
+    assert batch_for(longest, asked) == expected
+
+
+class FakeModel:
+    """Tokens: the words of a text, at most 256 (the model's maximum length); records the batch
+    size of every encode call."""
+
+    def __init__(self):
+        self.calls: list[tuple[int, int]] = []  # (texts, batch_size)
+
+    def tokenize(self, texts):
+        longest = min(256, max(len(t.split()) for t in texts))
+        return {"input_ids": np.zeros((len(texts), longest), dtype=np.int64)}
+
+    def encode(self, texts, batch_size, **_):
+        self.calls.append((len(texts), batch_size))
+        return np.array([[float(len(t.split())), 1.0] for t in texts], dtype=np.float32)
+
+
+def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
+    model = FakeModel()
+    monkeypatch.setattr(embeddings, "load_model", lambda path: model)
+    embedder = object.__new__(CachedEmbedder)  # no database: only the encoding is exercised
+    embedder.model_path, embedder.batch_size, embedder.show_progress = None, 4, False
+    # chunks of 4 x 4 = 16 texts, longest first; a budget of 400 tokens so that a batch of 4
+    # asked for is cut
+    monkeypatch.setattr(embeddings, "MAX_BATCH_TOKENS", 4 * 100)
+    texts = ["w " * 300] * 16 + ["w " * 150] * 16 + ["w " * 50] * 16
+    texts = [f"{t}{i}" for i, t in enumerate(texts)][::-1]  # distinct, shortest first
+    vectors = embedder._encode(texts)
+    # chunk 1: 256 tokens (300 words cut) -> 400 // 256 = 1; chunk 2: 151 -> 400 // 151 = 2;
+    # chunk 3: 51 -> 400 // 51 = 7, capped at 4
+    assert model.calls == [(16, 1), (16, 2), (16, 4)]
+    # each text gets its own vector back, in its given order
+    assert [v[0] for v in vectors] == [float(len(t.split())) for t in texts]
+
+
+def test_the_allocator_is_bound_once_on_glibc():
+    import platform
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("glibc's mallopt only")
+    assert embeddings.bound_allocator() is True
+    assert embeddings.bound_allocator() is True  # idempotent
