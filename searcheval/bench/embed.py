@@ -1,7 +1,8 @@
 """`searcheval benchmark embed`: the cached embedder cold against raw `SentenceTransformer.encode` on
 the same texts (same loaded model, batch size, normalisation; the cached embedder's model batches
 hold at most 64 x 128 padded tokens, so texts longer than 128 tokens go in smaller batches there,
-and that cost shows), in a throwaway database; then the same texts warm, in this process and in a new one that must neither embed nor load the model."""
+and that cost shows), in a throwaway database; then the same texts warm, in this process and in
+a new one that must neither embed nor load the model."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def benchmark_embed(texts: Sequence[str], database_url: str | None = None, *,
     """Cold throughput of CachedEmbedder against raw `SentenceTransformer.encode`, then a warm pass.
 
     Both embed the same distinct `texts` with the same loaded model, batch size (capped at
-    `embeddings.MAX_BATCH_TOKENS` padded tokens in the cached one) and normalize_embeddings=True, in a throwaway database on the server of `database_url` (so the
+    `embeddings.MAX_BATCH_TOKENS` padded tokens in the cached one) and
+    normalize_embeddings=True, in a throwaway database on the server of `database_url` (so the
     cache is really cold). The texts are split into `rounds` chunks and the two paths alternate
     on each chunk (cached first, then raw first, ...), so load from other processes on the machine
     falls on both alike. Then the same texts again, through a fresh CachedEmbedder in this process

@@ -25,7 +25,7 @@ from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, it
                                 query_runs, read_qrels_columns, cast, from_numpy, index_in, mix,
                                 string_hashes, to_numpy)
 from searcheval.io.trec import compute as arrow
-from searcheval.io.trec import _MAX_SLOT_BITS, _SLOT_BITS, equal_hashes  # noqa: F401 (tests)
+from searcheval.io.trec import equal_hashes
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 

@@ -139,11 +139,10 @@ def read_python(prepared: DictQrels, run: Any) -> Read | None:
 
 
 def evaluate(prepared: DictQrels, run: Any, metrics: Sequence[Metric], settings: Settings, *,
-             complete: bool | None = None, reader=None) -> Evaluation | None:
+             complete: bool | None = None) -> Evaluation | None:
     """`run` scored against `prepared` as `engine.evaluate` scores it, or None when the run is
-    not a dict this path takes as it is (the caller then takes the dict engine). `reader`:
-    `read` unless given (the tests give `read_python` too)."""
-    found = (reader or read)(prepared, run)
+    not a dict this path takes as it is (the caller then takes the dict engine)."""
+    found = read(prepared, run)
     if found is None:
         return None
     import numba
@@ -156,7 +155,7 @@ def evaluate(prepared: DictQrels, run: Any, metrics: Sequence[Metric], settings:
     missed = int(len(qids) - np.count_nonzero(present))
     unjudged = len(run) - (len(qids) - missed)
     lengths = np.diff(found.run_starts)
-    returned = np.where(present, lengths[np.maximum(where, 0)] if lengths.size else 0, 0)
+    returned = np.where(present, lengths[np.maximum(where, 0)], 0)  # (a run read is not empty)
     with kernel._PARALLEL:
         numba.set_num_threads(kernel._threads())
         rank, tied = _ranks(found.scores, found.run_starts, where, prepared.starts,

@@ -7,11 +7,7 @@ import numpy as np
 import pytest
 
 from searcheval.rankers import embeddings
-from searcheval.rankers.embeddings import MAX_BATCH_TOKENS, CachedEmbedder, batch_for
-
-
-def test_the_budget_is_64_texts_of_128_tokens():
-    assert MAX_BATCH_TOKENS == 64 * 128 == 8192
+from searcheval.rankers.embeddings import CachedEmbedder, batch_for
 
 
 @pytest.mark.parametrize(("longest", "asked", "expected"), [

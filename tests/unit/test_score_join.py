@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from searcheval.io.trec import Fallback, iter_run_chunks, read_qrels_columns
+from searcheval.io import trec
 from searcheval.metrics import columnar
 from searcheval.metrics.columnar import _refuse_twice, evaluate_columns, evaluate_files
 from searcheval.metrics.engine import Settings
@@ -64,8 +65,8 @@ def test_three_rows_in_one_slot_two_of_them_equal_are_found():
         _refuse_twice(*keys_of([0, 0, 0], hashes))
 
 
-@pytest.mark.parametrize("n", [1 << columnar._SLOT_BITS,  # a table of 2**19 slots, 4 a key
-                               1 << columnar._MAX_SLOT_BITS])  # past a quarter of the largest
+@pytest.mark.parametrize("n", [1 << trec._SLOT_BITS,  # a table of 2**19 slots, 4 a key
+                               1 << trec._MAX_SLOT_BITS])  # past a quarter of the largest
 def test_large_key_sets_are_checked_whole(n):  # table's slots: the sort alone
     hashes = np.arange(1, n + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
     _refuse_twice(*keys_of(np.zeros(n), hashes))
