@@ -245,9 +245,10 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
-def _string_column(values):
+def _string_column(values, *, whole: bool = True):
     """`values` as one pyarrow string or large_string array as it lies (a pandas column of
-    pyarrow strings is not copied, nor cast), or None when they are not strings without a gap."""
+    pyarrow strings is not copied, nor cast; its chunks combined unless not `whole`), or None
+    when they are not strings without a gap."""
     import pyarrow as pa
 
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):
@@ -258,7 +259,7 @@ def _string_column(values):
             values = pa.array(values, from_pandas=True)
         except (pa.ArrowException, OverflowError, UnicodeError):
             return None
-    if isinstance(values, pa.ChunkedArray):
+    if isinstance(values, pa.ChunkedArray) and (whole or not values.num_chunks):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if values.null_count or not (pa.types.is_string(values.type)
                                  or pa.types.is_large_string(values.type)):
@@ -275,7 +276,7 @@ def _query_codes(query):
 
     import pyarrow as pa
 
-    strings = _string_column(query)
+    strings = _string_column(query, whole=False)  # (pyarrow compares across chunks)
     if strings is None or not len(strings):
         return _grouped(query)
     n = len(strings)  # where the id differs from the row before: pyarrow's compare of each
@@ -284,6 +285,8 @@ def _query_codes(query):
     starts = np.concatenate(([0], np.flatnonzero(differs.to_numpy(zero_copy_only=False)) + 1,
                              [n])).astype(np.int64)
     first = compute("take", strings, from_numpy(starts[:-1]))
+    if isinstance(first, pa.ChunkedArray):
+        first = first.combine_chunks()
     if not pa.types.is_string(first.type):
         first = cast(first, pa.string())
     if len(compute("unique", first)) != len(first):  # a query's rows apart: grouped there
