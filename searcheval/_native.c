@@ -1,4 +1,4 @@
-/* searcheval's compiled parts: two loops that Python and numpy can only run a pass at a time.
+/* searcheval's compiled parts: loops that Python and numpy can only run a pass at a time.
  *
  * scan_dict_run: one pass over a run given as `{query: {doc: score}}`, for the dict path at
  * scale (`searcheval.metrics.dicts`).
@@ -38,7 +38,11 @@
  *     offsets: the array's offsets buffer, `width` bytes each (4: string, 8: large_string);
  *     data:    its bytes; first: the array's offset (a slice's first row); n: its length.
  *
- * Both are optional: an install without a C compiler runs the Python and numpy code instead.
+ * repeats_within: whether a group of keys holds one twice (`searcheval.io.trec.repeats_within`,
+ * the duplicate-judgment check of judgments grouped by query), a table per group instead of
+ * numpy's sort of every key.
+ *
+ * All are optional: an install without a C compiler runs the Python and numpy code instead.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -241,11 +245,78 @@ done:
     return out;
 }
 
+/* repeats_within(keys, starts) -> bool: two equal keys within one group, the groups being
+ * keys[starts[g]:starts[g + 1]] (uint64 hashes spread over all bits; starts int64, from 0 to
+ * the number of keys, never decreasing). A table of slots sized to the widest group, stamped
+ * with the group that filled it, so it is never cleared: one pass over the keys. */
+static PyObject *
+repeats_within(PyObject *self, PyObject *args)
+{
+    Py_buffer keys_view, starts_view;
+    if (!PyArg_ParseTuple(args, "y*y*", &keys_view, &starts_view))
+        return NULL;
+    PyObject *out = NULL;
+    const uint64_t *keys = (const uint64_t *)keys_view.buf;
+    const int64_t *starts = (const int64_t *)starts_view.buf;
+    Py_ssize_t n_keys = keys_view.len / 8, n_groups = starts_view.len / 8 - 1;
+    uint64_t *slot_key = NULL;
+    int64_t *slot_group = NULL;
+    int64_t widest = 0;
+    if (n_groups < 0 || (n_groups == 0 && n_keys) ||
+        (n_groups > 0 && (starts[0] != 0 || starts[n_groups] != n_keys))) {
+        PyErr_SetString(PyExc_ValueError, "the groups do not cover the keys");
+        goto done;
+    }
+    for (Py_ssize_t g = 0; g < n_groups; g++) {
+        if (starts[g + 1] < starts[g]) {
+            PyErr_SetString(PyExc_ValueError, "the groups' starts decrease");
+            goto done;
+        }
+        if (starts[g + 1] - starts[g] > widest)
+            widest = starts[g + 1] - starts[g];
+    }
+    int bits = 4;
+    while (((int64_t)1 << bits) < 2 * widest)
+        bits++;
+    uint64_t mask = ((uint64_t)1 << bits) - 1;
+    slot_key = PyMem_Malloc(sizeof(uint64_t) << bits);
+    slot_group = PyMem_Malloc(sizeof(int64_t) << bits);
+    if (slot_key == NULL || slot_group == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    memset(slot_group, 0xff, sizeof(int64_t) << bits); /* -1: no group yet */
+    int found = 0;
+    for (Py_ssize_t g = 0; g < n_groups && !found; g++) {
+        for (int64_t i = starts[g]; i < starts[g + 1]; i++) {
+            uint64_t key = keys[i], at = key >> (64 - bits);
+            while (slot_group[at] == g && slot_key[at] != key)
+                at = (at + 1) & mask;
+            if (slot_group[at] == g) {
+                found = 1;
+                break;
+            }
+            slot_group[at] = g;
+            slot_key[at] = key;
+        }
+    }
+    out = PyBool_FromLong(found);
+
+done:
+    PyMem_Free(slot_key);
+    PyMem_Free(slot_group);
+    PyBuffer_Release(&keys_view);
+    PyBuffer_Release(&starts_view);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan_dict_run", scan_dict_run, METH_VARARGS,
      "scan_dict_run(run, index, docs, starts) -> (scores, run_starts, where, judged_score) or None"},
     {"string_hashes", string_hashes, METH_VARARGS,
      "string_hashes(offsets, data, first, n, width) -> n uint64 hashes"},
+    {"repeats_within", repeats_within, METH_VARARGS,
+     "repeats_within(keys, starts) -> two equal uint64 keys within one group"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -340,6 +340,17 @@ class QrelsColumns:
     _code: dict | None = field(default=None, repr=False, compare=False)
     _keys: np.ndarray | None = field(default=None, repr=False, compare=False)
     _hashes: np.ndarray | None = field(default=None, repr=False, compare=False)  # kernel's
+    _qid_array: "object" = field(default=None, repr=False, compare=False)
+
+    def qid_array(self):
+        """`qids` as a pyarrow string array (the one they were read from, else built once)."""
+        import pyarrow as pa
+
+        if self._qid_array is None:
+            self._qid_array = pa.array(self.qids, type=pa.string())
+        elif not pa.types.is_string(self._qid_array.type):
+            self._qid_array = cast(self._qid_array, pa.string())
+        return self._qid_array
 
     def codes_of(self, qids: list[str]) -> np.ndarray:
         """Each of `qids`' index in `qids` of the judgments, -1 where not judged: a dict built
@@ -396,9 +407,11 @@ def read_qrels_columns(path: str | Path, *, max_grade: int = MAX_GRADE) -> Qrels
         q, grade = q[order], grade[order]
     d = order.astype(np.int32)
     columns = QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade,
-                           starts=np.searchsorted(q, np.arange(len(qids) + 1)).astype(np.int64))
-    if equal_hashes(columns.keys()):  # (a true duplicate, or two ids with one hash: the
-        raise Fallback("duplicate judgment")  # exact loader refuses the one, scores the other)
+                           starts=np.searchsorted(q, np.arange(len(qids) + 1)).astype(np.int64),
+                           _qid_array=qids)
+    if repeats_within(columns.keys(), columns.starts):  # (a true duplicate, or two ids with one
+        raise Fallback("duplicate judgment")  # hash: the exact loader refuses the one, scores
+        # the other)
     return columns
 
 
@@ -551,6 +564,20 @@ _SLOT_BITS = 17  # equal_hashes' smallest table of slots (512 KiB, allocated per
 # a file, 12,500 rows and the rest of its last batch, is at most a quarter of its slots)
 _MAX_SLOT_BITS = 22  # its largest: at least 4 slots a key up to 1M keys (16 MiB; 300,000
 # judgments: 8 MiB, their check 4 ms instead of 13 ms of sorting every key)
+
+
+def repeats_within(keys: np.ndarray, starts: np.ndarray) -> bool:
+    """Two equal uint64 hashes within one group, the groups being keys[starts[g]:starts[g + 1]]
+    (`starts` from 0 to len(keys), never decreasing): in one pass in C (`searcheval/_native.c`,
+    a small table a group) where the package was built with it, else `equal_hashes` of the keys
+    mixed with their group."""
+    keys = np.ascontiguousarray(keys, dtype=np.uint64)
+    starts = np.ascontiguousarray(starts, dtype=np.int64)
+    if _native is not None:
+        return _native.repeats_within(keys, starts)
+    group = np.repeat(np.arange(starts.size - 1, dtype=np.uint64), np.diff(starts))
+    with np.errstate(over="ignore"):
+        return equal_hashes(keys + mix(group + np.uint64(1)))
 
 
 def equal_hashes(keys: np.ndarray) -> bool:

@@ -90,7 +90,7 @@ class Evaluator:
         self._qrels, self._roles = qrels, _columns(qrels_columns, "grade")
         self._dict: dict | None = None
         self._prepared = None  # the dict judgments as arrays, for large dict runs (dicts.py)
-        self._columnar = self._integer = self._qids = None
+        self._columnar = self._integer = None
         if is_table(qrels):
             names = (self._roles.get("query_column", "query_id"),
                      self._roles.get("doc_column", "doc_id"),
@@ -152,12 +152,8 @@ class Evaluator:
             if q is not None and d is not None:
                 return kernel.evaluate(self._integer, q, d, score, self.metrics, self.settings,
                                        complete=complete)
-        if self._qids is None:
-            import pyarrow as pa
-
-            self._qids = pa.array(self._columnar.qids, type=pa.string())
-        return kernel.evaluate_coded(self._columnar, self._qids, query, doc, score,
-                                     self.metrics, self.settings, complete=complete)
+        return kernel.evaluate_coded(self._columnar, self._columnar.qid_array(), query, doc,
+                                     score, self.metrics, self.settings, complete=complete)
 
 
 def _integer_qrels(qrels: Any, names: tuple[str, str, str]):

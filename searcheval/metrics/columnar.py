@@ -25,7 +25,7 @@ from searcheval.io.trec import (CHUNK_ROWS, Fallback, QrelsColumns, RunChunk, it
                                 query_runs, read_qrels_columns, cast, from_numpy, index_in, mix,
                                 string_hashes, to_numpy)
 from searcheval.io.trec import compute as arrow
-from searcheval.io.trec import equal_hashes
+from searcheval.io.trec import repeats_within
 from searcheval.metrics.engine import (Evaluation, Metric, Settings, _padded, _Ranked, compute,
                                        parse_metric, parse_metrics)
 
@@ -86,7 +86,7 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         raw = d is None  # each row's id as it is (a file's chunk), else codes into chunk.docs
         if raw:
             hashes = string_hashes(chunk.docs)
-            _refuse_twice(group, hashes)  # a document listed twice for a query
+            _refuse_twice(np.append(starts, n), hashes)  # a document listed twice for a query
         else:
             pairs, pair_rows = _sorted_pairs(group, d, len(chunk.docs))  # refuses one twice
         code = cq[q[starts]]
@@ -179,13 +179,12 @@ def _sorted_pairs(group: np.ndarray, d: np.ndarray, n_docs: int) -> tuple[np.nda
     return pairs, rows
 
 
-def _refuse_twice(group: np.ndarray, hashes: np.ndarray) -> None:
-    """Fallback when a query lists a document twice (rows grouped by `group`; `hashes` each row's
-    id hashed): two equal (group, id hash) keys (`io.trec.equal_hashes`). Two different ids of one
-    query with the same 64-bit hash would also be sent to the exact path, which scores them right."""
-    with np.errstate(over="ignore"):
-        keys = hashes + mix(group.astype(np.uint64) + np.uint64(1))
-    if equal_hashes(keys):
+def _refuse_twice(starts: np.ndarray, hashes: np.ndarray) -> None:
+    """Fallback when a query lists a document twice (query g's rows are starts[g]:starts[g + 1];
+    `hashes` each row's id hashed): two equal hashes within a query (`io.trec.repeats_within`).
+    Two different ids of one query with the same 64-bit hash would also be sent to the exact
+    path, which scores them right."""
+    if repeats_within(hashes, starts):
         raise Fallback("duplicate document")
 
 
@@ -344,25 +343,25 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
     import pyarrow as pa
 
     grade = whole_grades(grade, max_grade)
-    q, qids = _encoded(query, first_seen=True)  # queries in the order the judgments give them
-    order = np.argsort(q, kind="stable")
-    q, grade = q[order], grade[order]
+    q, qids = _grouped(query, first_seen=True)  # queries in the order the judgments give them
+    order = None
+    if q.size and np.any(q[1:] < q[:-1]):  # a query's rows apart: grouped
+        order = np.argsort(q, kind="stable")
+        q, grade = q[order], grade[order]
+    starts = np.searchsorted(q, np.arange(len(qids) + 1))
     strings = _as_arrow(doc)
     if pa.types.is_string(strings.type):  # one id a row, as a file's judgments hold them: no
         # hash table of every id (most of the work with a distinct document per judgment)
-        docs = strings if _is_identity(order) else arrow("take", strings, from_numpy(order))
+        docs = strings if order is None else arrow("take", strings, from_numpy(order))
         d = np.arange(len(q), dtype=np.int32)
-        _refuse_twice(q, string_hashes(docs))
+        _refuse_twice(starts, string_hashes(docs))
     else:
         d, docs = _encoded(strings)
-        d = d[order]
+        d = d if order is None else d[order]
         if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
             raise Fallback("duplicate judgment")
-    return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=np.searchsorted(q, np.arange(len(qids) + 1)))
-
-
-def _is_identity(order: np.ndarray) -> bool:
-    return bool(np.array_equal(order, np.arange(order.size)))
+    return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=starts,
+                        _qid_array=qids)
 
 
 def whole_grades(grade, max_grade: int | None = None) -> np.ndarray:
@@ -405,9 +404,10 @@ def run_from_arrays(query, doc, score, *, rows: int = CHUNK_ROWS) -> list[RunChu
                      shared_docs=True) for a, b in zip(bounds, bounds[1:])]
 
 
-def _grouped(values):
+def _grouped(values, *, first_seen: bool = False):
     """Query ids as codes: where the rows of each query are together (the usual case), read off
-    where the id changes (`io.trec.query_runs`); else dictionary-encoded."""
+    where the id changes (`io.trec.query_runs`); else dictionary-encoded (`_encoded`, with
+    `first_seen`: the queries numbered as they first appear either way)."""
     import pyarrow as pa
 
     array = _as_arrow(values)
@@ -416,7 +416,7 @@ def _grouped(values):
         if found is not None:
             codes, ids = found
             return codes, ids if pa.types.is_string(ids.type) else cast(ids, pa.string())
-    return _encoded(array)
+    return _encoded(array, first_seen=first_seen)
 
 
 def _fits_int64(values: np.ndarray) -> bool:

@@ -239,15 +239,16 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
 
     return _evaluate(columns, q, d, score, np.arange(len(run_qids), dtype=np.int64), key_code,
                      columns._hashes, (offsets, data), metrics, settings, complete,
-                     sid=np.arange(len(q), dtype=np.int64), verify=verify)
+                     own_ids=True, verify=verify)
 
 
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 
 
-def _string_column(values):
+def _string_column(values, *, whole: bool = True):
     """`values` as one pyarrow string or large_string array as it lies (a pandas column of
-    pyarrow strings is not copied, nor cast), or None when they are not strings without a gap."""
+    pyarrow strings is not copied, nor cast; its chunks combined unless not `whole`), or None
+    when they are not strings without a gap."""
     import pyarrow as pa
 
     if not isinstance(values, (pa.Array, pa.ChunkedArray)):
@@ -258,7 +259,7 @@ def _string_column(values):
             values = pa.array(values, from_pandas=True)
         except (pa.ArrowException, OverflowError, UnicodeError):
             return None
-    if isinstance(values, pa.ChunkedArray):
+    if isinstance(values, pa.ChunkedArray) and (whole or not values.num_chunks):
         values = values.combine_chunks() if values.num_chunks != 1 else values.chunk(0)
     if values.null_count or not (pa.types.is_string(values.type)
                                  or pa.types.is_large_string(values.type)):
@@ -275,7 +276,7 @@ def _query_codes(query):
 
     import pyarrow as pa
 
-    strings = _string_column(query)
+    strings = _string_column(query, whole=False)  # (pyarrow compares across chunks)
     if strings is None or not len(strings):
         return _grouped(query)
     n = len(strings)  # where the id differs from the row before: pyarrow's compare of each
@@ -284,6 +285,8 @@ def _query_codes(query):
     starts = np.concatenate(([0], np.flatnonzero(differs.to_numpy(zero_copy_only=False)) + 1,
                              [n])).astype(np.int64)
     first = compute("take", strings, from_numpy(starts[:-1]))
+    if isinstance(first, pa.ChunkedArray):
+        first = first.combine_chunks()
     if not pa.types.is_string(first.type):
         first = cast(first, pa.string())
     if len(compute("unique", first)) != len(first):  # a query's rows apart: grouped there
@@ -308,15 +311,15 @@ def _all_equal(rows_a, offsets_a, data_a, rows_b, offsets_b, data_b):
 
 
 def _strings(array) -> tuple[np.ndarray, np.ndarray]:
-    """A pyarrow string (or large_string) array's offsets (as int64, one more than its length)
-    and UTF-8 bytes."""
+    """A pyarrow string (or large_string) array's offsets (int32 or int64 as they lie, one more
+    than its length: the compiled loops take either) and UTF-8 bytes."""
     import pyarrow as pa
 
     if not len(array):  # (its buffers may be absent)
         return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
     width = np.int64 if pa.types.is_large_string(array.type) else np.int32
     offsets = np.frombuffer(array.buffers()[1], dtype=width, count=len(array) + 1,
-                            offset=array.offset * np.dtype(width).itemsize).astype(np.int64, copy=False)
+                            offset=array.offset * np.dtype(width).itemsize)
     data = array.buffers()[2]
     return offsets, np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(
         data, dtype=np.uint8)
@@ -345,7 +348,7 @@ def _hash_rows(offsets, data):
 
 def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
               metrics: list[Metric], settings: Settings, complete: bool | None, *,
-              sid=None, verify=None) -> Evaluation:
+              sid=None, own_ids=False, verify=None) -> Evaluation:
     n_q = len(columns.qids)
     score = np.asarray(score)
     if score.dtype.kind not in "iuf" or len(score) != len(q) or len(d) != len(q):
@@ -355,7 +358,8 @@ def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,
     with _PARALLEL:
         numba.set_num_threads(_threads())
         status, rank, row_of, returned, present, unjudged = _join(
-            q, d, d if sid is None else sid, score.astype(np.float64, copy=False), keys,
+            q, d, None if own_ids else d if sid is None else sid,
+            score.astype(np.float64, copy=False), keys,
             key_code, columns.starts, jdoc, n_q, *strings)
     if status != OK:
         raise Fallback(REASONS[status])
@@ -439,9 +443,12 @@ def _bytes_less(a, b, offsets, data):
 @njit(cache=True)
 def _before(i, j, score, doc, offsets, data):
     """Row i ranks before row j: higher score, then the greater document id as a string (the
-    decimal string of an integer id when there are no `offsets`)."""
+    decimal string of an integer id when there are no `offsets`; string i itself when there is
+    no `doc`)."""
     if score[i] != score[j]:
         return score[i] > score[j]
+    if doc is None:  # each row's own string (`evaluate_hashed`; numba compiles this case apart)
+        return _bytes_less(j, i, offsets, data)
     if offsets.size == 0:
         return _string_less(doc[j], doc[i])
     return _bytes_less(doc[j], doc[i], offsets, data)
@@ -532,7 +539,7 @@ def _join(q, d, sid, score, keys, key_code, starts, jdoc, n_q, offsets, data):
     (one per segment), and the row that matched each judgment (-1: none); or a status other than
     OK, for what the exact path must see. Blocks of segments run on all cores, each with its own
     hash table. `d` is each row's document key (an integer id, a code, a hash of the id), `sid`
-    where its id's string is (a code into `offsets`, or the row itself) for the tie-break."""
+    where its id's string is (a code into `offsets`; none: the row's own) for the tie-break."""
     seg = _segments(q)
     n_seg = seg.size - 1
     code = np.empty(n_seg, dtype=np.int64)

@@ -34,15 +34,30 @@ def scored(tmp_path, qrels: str, run: str, *, rows: int | None = None, **kwargs)
 # --------------------------------------------------------------------------- the duplicate check
 
 def keys_of(group, hashes):
-    return np.asarray(group, dtype=np.int64), np.asarray(hashes, dtype=np.uint64)
+    """(where each group starts, and the end; the hashes) for rows grouped by `group`."""
+    group = np.asarray(group, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], group[1:] != group[:-1])))
+    return np.append(starts, group.size), np.asarray(hashes, dtype=np.uint64)
 
 
+@pytest.fixture(params=["C", "numpy"])
+def duplicate_check(request, monkeypatch):
+    """Every duplicate test twice: the C module's table a query, and numpy's slot table."""
+    if request.param == "numpy":
+        monkeypatch.setattr(trec, "_native", None)
+    elif trec._native is None:
+        pytest.fail("the C module is not built (make install builds it)")
+    return request.param
+
+
+@pytest.mark.usefixtures("duplicate_check")
 def test_distinct_keys_pass_the_slot_table():
     rng = np.random.default_rng(1)
     hashes = rng.integers(0, 2**63, size=5_000, dtype=np.uint64)
     _refuse_twice(*keys_of(np.repeat(np.arange(50), 100), hashes))  # no Fallback
 
 
+@pytest.mark.usefixtures("duplicate_check")
 @pytest.mark.parametrize("at", [(0, 1), (0, 4_999), (2_500, 2_501), (17, 3_999)])
 def test_a_document_twice_in_one_query_is_found_wherever_it_is(at):
     rng = np.random.default_rng(2)
@@ -53,10 +68,37 @@ def test_a_document_twice_in_one_query_is_found_wherever_it_is(at):
         _refuse_twice(*keys_of(group, hashes))
 
 
+@pytest.mark.usefixtures("duplicate_check")
 def test_the_same_id_in_two_queries_is_no_duplicate():
     _refuse_twice(*keys_of([0, 0, 1, 1], [7, 8, 7, 8]))
 
 
+@pytest.mark.usefixtures("duplicate_check")
+def test_a_repeat_in_the_last_of_many_queries_is_found():
+    """2,000 queries of 1 to 30 rows, the same 30 hashes in each (no repeat across queries
+    counts), then the last query's first hash again at its end."""
+    sizes = np.random.default_rng(3).integers(1, 31, size=2_000)
+    hashes = np.concatenate([np.arange(1, n + 1, dtype=np.uint64) << np.uint64(58)
+                             for n in sizes])
+    group = np.repeat(np.arange(sizes.size), sizes)
+    _refuse_twice(*keys_of(group, hashes))
+    group = np.append(group, group[-1])
+    hashes = np.append(hashes, hashes[-sizes[-1]])
+    with pytest.raises(Fallback, match="duplicate"):
+        _refuse_twice(*keys_of(group, hashes))
+
+
+def test_the_c_check_refuses_groups_that_do_not_cover_the_keys():
+    if trec._native is None:
+        pytest.fail("the C module is not built (make install builds it)")
+    keys = np.arange(4, dtype=np.uint64)
+    for starts in ([0, 3], [1, 4], [0, 3, 2, 4], []):
+        with pytest.raises(ValueError):
+            trec._native.repeats_within(keys, np.array(starts, dtype=np.int64))
+    assert trec._native.repeats_within(keys[:0], np.zeros(1, dtype=np.int64)) is False
+
+
+@pytest.mark.usefixtures("duplicate_check")
 def test_three_rows_in_one_slot_two_of_them_equal_are_found():
     """Rows that land in one slot all go to the sort, whichever of them the table holds."""
     base = np.uint64(5) << np.uint64(60)  # (the group's mix moves keys; equal stays equal)
@@ -65,6 +107,7 @@ def test_three_rows_in_one_slot_two_of_them_equal_are_found():
         _refuse_twice(*keys_of([0, 0, 0], hashes))
 
 
+@pytest.mark.usefixtures("duplicate_check")
 @pytest.mark.parametrize("n", [1 << trec._SLOT_BITS,  # a table of 2**19 slots, 4 a key
                                1 << trec._MAX_SLOT_BITS])  # past a quarter of the largest
 def test_large_key_sets_are_checked_whole(n):  # table's slots: the sort alone

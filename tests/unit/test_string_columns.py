@@ -78,3 +78,15 @@ def test_query_codes_and_equality_known_answers():
     o2, d2 = kernel._strings(other)
     assert kernel._all_equal(np.array([2, 0]), offsets, data, np.array([0, 1]), o2, d2)
     assert not kernel._all_equal(np.array([2]), offsets, data, np.array([2]), o2, d2)
+
+
+def test_query_codes_read_across_chunks():
+    """A pandas column of pyarrow strings comes in chunks: a query whose rows cross a chunk's
+    end is one query, and one that comes back in a later chunk is grouped."""
+    chunked = pa.chunked_array([["q1", "q1", "q10"], ["q10", "q2"], ["q2"]])
+    codes, first = kernel._query_codes(chunked)
+    assert codes.tolist() == [0, 0, 1, 1, 2, 2]
+    assert isinstance(first, pa.Array) and first.to_pylist() == ["q1", "q10", "q2"]
+    apart = pa.chunked_array([["q1", "q2"], ["q1"]])
+    codes, first = kernel._query_codes(apart)
+    assert codes.tolist() == [0, 1, 0] and first.to_pylist() == ["q1", "q2"]
