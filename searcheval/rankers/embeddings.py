@@ -29,17 +29,24 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 #: missing texts above which a progress bar is shown (when stderr is a terminal): ~4 s of work.
 PROGRESS_CHUNK_BATCHES = 4  # model batches between two progress reports (~1 s on a CPU)
-#: padded tokens one model batch holds at most: 64 texts up to 128 tokens, 32 at the model's 256.
+#: padded tokens one model batch holds at most: 64 texts up to 64 tokens, 16 at the model's 256.
 #: The encoder's working memory grows with batch x length (attention with its square): texts of
 #: WANDS' length (half of them cut at 256 tokens) at batch 64 took a process from 513 to 1232 MiB
-#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone).
-MAX_BATCH_TOKENS = 64 * 128
-#: glibc malloc, set when the model loads: allocations from 1 MiB up mapped on their own and
-#: returned on free (the encoder's activations, not kept by the heap after each batch), and at
-#: most 2 heaps for the process's threads (each embedding task's thread otherwise keeps its own
-#: heap of freed activations). WANDS' 256 longest texts, batch 64, 4 threads taking turns:
-#: 1358 MiB peak; 880 MiB with the threshold alone; 727 MiB with both and batches of 32.
-MALLOC_MMAP_THRESHOLD = 1 << 20
+#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone). Halved from 64 x 128 on
+#: 2026-12-06 to make room for the heap below: no slower (300 WANDS-shaped texts, 1 thread,
+#: 1 MiB threshold: 25.4-24.8 s at 64 x 64 against 25.6-27.0 s at 64 x 128).
+MAX_BATCH_TOKENS = 64 * 64
+#: glibc malloc, set when the model loads: allocations from 16 MiB up mapped on their own and
+#: returned on free (a batch's feed-forward and attention activations, not kept by the heap after
+#: each batch), and at most 2 heaps for the process's threads (each embedding task's thread
+#: otherwise keeps its own heap of freed activations). The hidden states (batch x length x 384
+#: float32, 6 MiB at MAX_BATCH_TOKENS) stay in the heap and are reused batch after batch: a 1 MiB
+#: threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc and 15%
+#: slower (300 WANDS-shaped texts, 1 thread, best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128;
+#: 21.1 s, 869 MiB with the arena limit alone; 22.1 s, 762-780 MiB at 16 MiB and 64 x 64).
+#: Before: WANDS' 256 longest texts, batch 64, 4 threads taking turns: 1358 MiB peak; 880 MiB
+#: with a threshold alone; 727 MiB with both and batches of 32.
+MALLOC_MMAP_THRESHOLD = 16 << 20
 MALLOC_ARENA_MAX = 2
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
