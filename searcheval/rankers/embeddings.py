@@ -36,17 +36,20 @@ PROGRESS_CHUNK_BATCHES = 4  # model batches between two progress reports (~1 s o
 #: 2026-12-06 to make room for the heap below: no slower (300 WANDS-shaped texts, 1 thread,
 #: 1 MiB threshold: 25.4-24.8 s at 64 x 64 against 25.6-27.0 s at 64 x 128).
 MAX_BATCH_TOKENS = 64 * 64
-#: glibc malloc, set when the model loads: allocations from 16 MiB up mapped on their own and
-#: returned on free (a batch's feed-forward and attention activations, not kept by the heap after
-#: each batch), and at most 2 heaps for the process's threads (each embedding task's thread
+#: glibc malloc, set when the model loads: allocations from 8 MiB up mapped on their own and
+#: returned on free (a full batch's feed-forward and attention activations, not kept by the heap
+#: after each batch), and at most 2 heaps for the process's threads (each embedding task's thread
 #: otherwise keeps its own heap of freed activations). The hidden states (batch x length x 384
 #: float32, 6 MiB at MAX_BATCH_TOKENS) stay in the heap and are reused batch after batch: a 1 MiB
-#: threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc and 15%
-#: slower (300 WANDS-shaped texts, 1 thread, best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128;
-#: 21.1 s, 869 MiB with the arena limit alone; 22.1 s, 762-780 MiB at 16 MiB and 64 x 64).
+#: threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc and
+#: ~15% slower. 300 WANDS-shaped texts, the run's own _encode, a fresh process each, 1 thread,
+#: best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128; 21.1 s, 869 MiB with the arena limit
+#: alone; 22.1 s, 762 MiB at 16 MiB and 64 x 64. 600 texts, 2 threads, one run each: 55.8 s,
+#: 747 MiB at 1 MiB and 64 x 128; 35.4 s, 819 MiB at 8 MiB and 64 x 64; 33.9-43.2 s, 832-849 MiB
+#: at 16 MiB and 64 x 64 (raw sentence-transformers: 49.8 s, 1192 MiB).
 #: Before: WANDS' 256 longest texts, batch 64, 4 threads taking turns: 1358 MiB peak; 880 MiB
 #: with a threshold alone; 727 MiB with both and batches of 32.
-MALLOC_MMAP_THRESHOLD = 16 << 20
+MALLOC_MMAP_THRESHOLD = 8 << 20
 MALLOC_ARENA_MAX = 2
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
