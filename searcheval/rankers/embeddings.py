@@ -29,24 +29,24 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 #: missing texts above which a progress bar is shown (when stderr is a terminal): ~4 s of work.
 PROGRESS_CHUNK_BATCHES = 4  # model batches between two progress reports (~1 s on a CPU)
-#: padded tokens one model batch holds at most: 64 texts up to 64 tokens, 16 at the model's 256.
+#: padded tokens one model batch holds at most: 64 texts up to 32 tokens, 8 at the model's 256.
 #: The encoder's working memory grows with batch x length (attention with its square): texts of
 #: WANDS' length (half of them cut at 256 tokens) at batch 64 took a process from 513 to 1232 MiB
-#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone). Halved from 64 x 128 on
-#: 2026-12-06 to make room for the heap below: no slower (300 WANDS-shaped texts, 1 thread,
-#: 1 MiB threshold: 25.4-24.8 s at 64 x 64 against 25.6-27.0 s at 64 x 128).
-MAX_BATCH_TOKENS = 64 * 64
+#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone). A quarter of the
+#: 64 x 128 of before 2026-12-06, to make room for the heap below, and no slower (figures below).
+MAX_BATCH_TOKENS = 64 * 32
 #: glibc malloc, set when the model loads: allocations from 8 MiB up mapped on their own and
-#: returned on free (a full batch's feed-forward and attention activations, not kept by the heap
-#: after each batch), and at most 2 heaps for the process's threads (each embedding task's thread
-#: otherwise keeps its own heap of freed activations). The hidden states (batch x length x 384
-#: float32, 6 MiB at MAX_BATCH_TOKENS) stay in the heap and are reused batch after batch: a 1 MiB
-#: threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc and
-#: ~15% slower. 300 WANDS-shaped texts, the run's own _encode, a fresh process each, 1 thread,
-#: best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128; 21.1 s, 869 MiB with the arena limit
-#: alone; 22.1 s, 762 MiB at 16 MiB and 64 x 64. 600 texts, 2 threads, one run each: 55.8 s,
-#: 747 MiB at 1 MiB and 64 x 128; 35.4 s, 819 MiB at 8 MiB and 64 x 64; 33.9-43.2 s, 832-849 MiB
-#: at 16 MiB and 64 x 64 (raw sentence-transformers: 49.8 s, 1192 MiB).
+#: returned on free (a full batch's feed-forward activations and long batches' attention, not kept
+#: by the heap after each batch), and at most 2 heaps for the process's threads (each embedding
+#: task's thread otherwise keeps its own heap of freed activations). The hidden states (batch x
+#: length x 384 float32, 3 MiB at MAX_BATCH_TOKENS) stay in the heap, reused batch after batch: a
+#: 1 MiB threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc
+#: and ~15% slower. The run's own _encode on WANDS-shaped texts, a fresh process each:
+#: - 300 texts, 1 thread, best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128; 21.1 s, 869 MiB
+#:   with the arena limit alone; 22.1 s, 762 MiB at 16 MiB and 64 x 64.
+#: - 600 texts, 2 threads, in turn: raw sentence-transformers 26.7 s, 1146 MiB; 1 MiB and
+#:   64 x 128: 27.7 s, 675 MiB; 8 MiB and 64 x 32: 23.7 s, 721 MiB (24.2 s, 719 MiB before;
+#:   64 x 64: 25.7 s, 770-819 MiB).
 #: Before: WANDS' 256 longest texts, batch 64, 4 threads taking turns: 1358 MiB peak; 880 MiB
 #: with a threshold alone; 727 MiB with both and batches of 32.
 MALLOC_MMAP_THRESHOLD = 8 << 20

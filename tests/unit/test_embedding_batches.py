@@ -11,14 +11,14 @@ from searcheval.rankers.embeddings import CachedEmbedder, batch_for
 
 
 @pytest.mark.parametrize(("longest", "asked", "expected"), [
-    (256, 64, 16),      # 4096 // 256 = 16: the model's maximum length quarters the batch
-    (64, 64, 64),       # 4096 // 64 = 64: exactly the budget
-    (128, 64, 32),      # 4096 // 128 = 32
-    (50, 64, 64),       # 4096 // 50 = 81, capped at the 64 asked for
-    (300, 64, 13),      # 4096 // 300 = 13 (13.65 rounded down)
-    (256, 8, 8),        # a smaller batch asked for is kept
-    (10_000, 64, 1),    # 4096 // 10000 = 0: never below one text
-    (0, 64, 64),        # an empty tokenization counts as one token: 4096 // 1, capped at 64
+    (256, 64, 8),       # 2048 // 256 = 8: the model's maximum length cuts the batch to an eighth
+    (32, 64, 64),       # 2048 // 32 = 64: exactly the budget
+    (128, 64, 16),      # 2048 // 128 = 16
+    (20, 64, 64),       # 2048 // 20 = 102, capped at the 64 asked for
+    (300, 64, 6),       # 2048 // 300 = 6 (6.83 rounded down)
+    (256, 4, 4),        # a smaller batch asked for is kept
+    (10_000, 64, 1),    # 2048 // 10000 = 0: never below one text
+    (0, 64, 64),        # an empty tokenization counts as one token: 2048 // 1, capped at 64
 ])
 def test_batch_for(longest, asked, expected):
     assert batch_for(longest, asked) == expected
@@ -69,9 +69,9 @@ def test_the_allocator_is_bound_once_on_glibc():
 
 def test_the_mmap_threshold_keeps_hidden_states_in_the_heap():
     # all-MiniLM-L6-v2: hidden size 384, feed-forward 1536, float32. At the token budget a
-    # batch's hidden states take 4096 x 384 x 4 = 6 MiB: under the threshold, so the heap reuses
-    # them batch after batch (mapped afresh, each is page-faulted and zeroed: 15% slower); its
-    # feed-forward activations take 4096 x 1536 x 4 = 24 MiB: over it, so they are mapped and
+    # batch's hidden states take 2048 x 384 x 4 = 3 MiB: under the 8 MiB threshold, so the heap
+    # reuses them batch after batch (mapped afresh, each is page-faulted and zeroed: 15% slower);
+    # its feed-forward activations take 2048 x 1536 x 4 = 12 MiB: over it, so they are mapped and
     # given back after each batch, as are long batches' attention scores
     hidden = embeddings.MAX_BATCH_TOKENS * 384 * 4
     feed_forward = embeddings.MAX_BATCH_TOKENS * 1536 * 4
