@@ -179,6 +179,19 @@ def bound_allocator() -> bool:
     return _allocator_bound
 
 
+def release_heap() -> None:
+    """glibc's malloc_trim(0): the free pages of the heaps (the hidden states the threshold keeps
+    there) given back once the model has encoded, so the index and search after it start from
+    the model's own memory; nothing where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def batch_for(longest_tokens: int, batch_size: int, max_tokens: int = MAX_BATCH_TOKENS) -> int:
     """Texts per model batch for a chunk whose longest text has `longest_tokens` tokens: the
     batch size asked for, fewer when its padded tokens would pass `max_tokens` (never below 1)."""
@@ -283,4 +296,5 @@ class CachedEmbedder:
             for i, vector in zip(part, np.asarray(encoded, dtype=np.float32)):
                 out[i] = vector
             progress.advance("embedding", len(part))
+        release_heap()
         return out

@@ -43,6 +43,8 @@ class FakeModel:
 def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
     model = FakeModel()
     monkeypatch.setattr(embeddings, "load_model", lambda path: model)
+    released = []
+    monkeypatch.setattr(embeddings, "release_heap", lambda: released.append(len(model.calls)))
     embedder = object.__new__(CachedEmbedder)  # no database: only the encoding is exercised
     embedder.model_path, embedder.batch_size, embedder.show_progress = None, 4, False
     # chunks of 4 x 4 = 16 texts, longest first; a budget of 400 tokens so that a batch of 4
@@ -54,6 +56,7 @@ def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
     # chunk 1: 256 tokens (300 words cut) -> 400 // 256 = 1; chunk 2: 151 -> 400 // 151 = 2;
     # chunk 3: 51 -> 400 // 51 = 7, capped at 4
     assert model.calls == [(16, 1), (16, 2), (16, 4)]
+    assert released == [3]  # the heap given back once, after the last of the 3 encode calls
     # each text gets its own vector back, in its given order
     assert [v[0] for v in vectors] == [float(len(t.split())) for t in texts]
 
@@ -65,6 +68,7 @@ def test_the_allocator_is_bound_once_on_glibc():
         pytest.skip("glibc's mallopt only")
     assert embeddings.bound_allocator() is True
     assert embeddings.bound_allocator() is True  # idempotent
+    embeddings.release_heap()  # malloc_trim exists there and takes no error
 
 
 def test_the_mmap_threshold_keeps_hidden_states_in_the_heap():
