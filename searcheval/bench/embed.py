@@ -1,6 +1,6 @@
 """`searcheval benchmark embed`: the cached embedder cold against raw `SentenceTransformer.encode` on
 the same texts (same loaded model, batch size, normalisation; the cached embedder's model batches
-hold at most 64 x 128 padded tokens, so texts longer than 128 tokens go in smaller batches there,
+hold at most 64 x 32 padded tokens, so texts longer than 32 tokens go in smaller batches there,
 and that cost shows), in a throwaway database; then the same texts warm, in this process and in
 a new one that must neither embed nor load the model."""
 

@@ -9,7 +9,7 @@ product it judges relevant, so the rankers find something.
 - raw: sentence-transformers alone, in a process of its own, encoding the texts the nightly
   embeds (the same texts and normalisation, `batch_size` 64), as `benchmark run` does: the
   reference the cold embedding is measured against. The run's own model batches hold at most
-  64 x 128 padded tokens (`embeddings.MAX_BATCH_TOKENS`: 32 texts at the model's 256), for its
+  64 x 32 padded tokens (`embeddings.MAX_BATCH_TOKENS`: 8 texts at the model's 256), for its
   memory; the reference keeps sentence-transformers' plain batches of 64, so whatever the
   smaller batches cost shows in the ratio. Skipped with `raw=False` (43k texts take most of an
   hour on 2 busy cores) or when no configuration embeds.

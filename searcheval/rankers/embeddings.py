@@ -29,17 +29,27 @@ os.environ["TRANSFORMERS_OFFLINE"] = "1"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 #: missing texts above which a progress bar is shown (when stderr is a terminal): ~4 s of work.
 PROGRESS_CHUNK_BATCHES = 4  # model batches between two progress reports (~1 s on a CPU)
-#: padded tokens one model batch holds at most: 64 texts up to 128 tokens, 32 at the model's 256.
+#: padded tokens one model batch holds at most: 64 texts up to 32 tokens, 8 at the model's 256.
 #: The encoder's working memory grows with batch x length (attention with its square): texts of
 #: WANDS' length (half of them cut at 256 tokens) at batch 64 took a process from 513 to 1232 MiB
-#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone).
-MAX_BATCH_TOKENS = 64 * 128
-#: glibc malloc, set when the model loads: allocations from 1 MiB up mapped on their own and
-#: returned on free (the encoder's activations, not kept by the heap after each batch), and at
-#: most 2 heaps for the process's threads (each embedding task's thread otherwise keeps its own
-#: heap of freed activations). WANDS' 256 longest texts, batch 64, 4 threads taking turns:
-#: 1358 MiB peak; 880 MiB with the threshold alone; 727 MiB with both and batches of 32.
-MALLOC_MMAP_THRESHOLD = 1 << 20
+#: peak, at batch 32 to 811 MiB (256 texts, sentence-transformers alone). A quarter of the
+#: 64 x 128 of before 2026-12-06, to make room for the heap below, and no slower (figures below).
+MAX_BATCH_TOKENS = 64 * 32
+#: glibc malloc, set when the model loads: allocations from 8 MiB up mapped on their own and
+#: returned on free (a full batch's feed-forward activations and long batches' attention, not kept
+#: by the heap after each batch), and at most 2 heaps for the process's threads (each embedding
+#: task's thread otherwise keeps its own heap of freed activations). The hidden states (batch x
+#: length x 384 float32, 3 MiB at MAX_BATCH_TOKENS) stay in the heap, reused batch after batch: a
+#: 1 MiB threshold mapped and zeroed them afresh each time, 2.2x the page faults of plain glibc
+#: and ~15% slower. The run's own _encode on WANDS-shaped texts, a fresh process each:
+#: - 300 texts, 1 thread, best of 2: 25.6 s, 738 MiB peak at 1 MiB and 64 x 128; 21.1 s, 869 MiB
+#:   with the arena limit alone; 22.1 s, 762 MiB at 16 MiB and 64 x 64.
+#: - 600 texts, 2 threads, in turn: raw sentence-transformers 26.7 s, 1146 MiB; 1 MiB and
+#:   64 x 128: 27.7 s, 675 MiB; 8 MiB and 64 x 32: 23.7 s, 721 MiB (24.2 s, 719 MiB before;
+#:   64 x 64: 25.7 s, 770-819 MiB).
+#: Before: WANDS' 256 longest texts, batch 64, 4 threads taking turns: 1358 MiB peak; 880 MiB
+#: with a threshold alone; 727 MiB with both and batches of 32.
+MALLOC_MMAP_THRESHOLD = 8 << 20
 MALLOC_ARENA_MAX = 2
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin")
@@ -169,6 +179,19 @@ def bound_allocator() -> bool:
     return _allocator_bound
 
 
+def release_heap() -> None:
+    """glibc's malloc_trim(0): the free pages of the heaps (the hidden states the threshold keeps
+    there) given back once the model has encoded, so the index and search after it start from
+    the model's own memory; nothing where the C library is not glibc."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
 def batch_for(longest_tokens: int, batch_size: int, max_tokens: int = MAX_BATCH_TOKENS) -> int:
     """Texts per model batch for a chunk whose longest text has `longest_tokens` tokens: the
     batch size asked for, fewer when its padded tokens would pass `max_tokens` (never below 1)."""
@@ -273,4 +296,5 @@ class CachedEmbedder:
             for i, vector in zip(part, np.asarray(encoded, dtype=np.float32)):
                 out[i] = vector
             progress.advance("embedding", len(part))
+        release_heap()
         return out
