@@ -184,6 +184,7 @@ def evaluate(qrels: IntegerQrels, query: np.ndarray, doc: np.ndarray, score,
              metrics: list[Metric], settings: Settings, *, complete: bool | None) -> Evaluation:
     """A run of integer ids scored against `qrels`; `complete` as `evaluate_columns`. Ties are
     broken by the ids' decimal strings."""
+    _keep_blocks()
     return _evaluate(qrels.columns, query, doc, score, qrels.keys, qrels.key_code, qrels.doc,
                      _NO_STRINGS, metrics, settings, complete)
 
@@ -197,6 +198,7 @@ def evaluate_coded(columns: QrelsColumns, qids, query, doc, score, metrics: list
     strings do."""
     from searcheval.metrics.columnar import _as_arrow, _codes, _encoded, _grouped
 
+    _keep_blocks()
     strings = _string_column(doc)
     if strings is not None:  # no dictionary of the run's ids: hashed where they lie
         return evaluate_hashed(columns, qids, query, strings, score, metrics, settings,
@@ -243,6 +245,15 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
 
 
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
+# glibc's malloc keeps blocks up to 32 MiB, and 64 MiB of free heap, for the next call
+# (`searcheval.allocator`: 2,000,000 rows of string ids faulted ~10,500 pages in afresh a call)
+KEEP_BLOCKS, KEEP_FREE = 32 << 20, 64 << 20
+
+
+def _keep_blocks() -> None:
+    from searcheval import allocator
+
+    allocator.keep_blocks(KEEP_BLOCKS, KEEP_FREE)
 
 
 def _string_column(values, *, whole: bool = True):
@@ -269,45 +280,163 @@ def _string_column(values, *, whole: bool = True):
 
 def _query_codes(query):
     """The run's query ids as codes where its rows are grouped by query (read off where the id
-    changes, by pyarrow, without a hash of every row's id) and the ids in order, as
+    changes, `_mark_new` on each chunk as it lies, without a hash of every row's id) and the ids in order, as
     `columnar._grouped` gives them; `columnar._grouped` itself for anything else."""
     from searcheval.io.trec import cast, compute, from_numpy
     from searcheval.metrics.columnar import _grouped
 
     import pyarrow as pa
 
-    strings = _string_column(query, whole=False)  # (pyarrow compares across chunks)
+    strings = _string_column(query, whole=False)  # (a pandas column's chunks read in place)
     if strings is None or not len(strings):
         return _grouped(query)
-    n = len(strings)  # where the id differs from the row before: pyarrow's compare of each
-    # pair of strings (a memcmp, 2.5x faster than a compiled loop over the bytes at 2M rows)
-    differs = compute("not_equal", strings.slice(1), strings.slice(0, n - 1))
-    starts = np.concatenate(([0], np.flatnonzero(differs.to_numpy(zero_copy_only=False)) + 1,
-                             [n])).astype(np.int64)
-    first = compute("take", strings, from_numpy(starts[:-1]))
-    if isinstance(first, pa.ChunkedArray):
-        first = first.combine_chunks()
+    import numba
+
+    chunks = [c for c in strings.chunks if len(c)] if isinstance(strings, pa.ChunkedArray) \
+        else [strings]
+    new = np.empty(len(strings), dtype=np.bool_)
+    at = 0
+    with _PARALLEL:
+        numba.set_num_threads(_threads())
+        for i, chunk in enumerate(chunks):
+            _mark_new(*_strings(chunk), new[at:at + len(chunk)])
+            if i:  # the chunk's first id against the one before's last
+                new[at] = chunk[0].as_py() != chunks[i - 1][-1].as_py()
+            at += len(chunk)
+        codes, starts = _number_groups(new)
+    # each query's first id, taken from its chunk (a take over the chunked column was 2.5 ms)
+    edges = np.cumsum([0] + [len(c) for c in chunks])
+    cut = np.searchsorted(starts[:-1], edges)
+    first = pa.concat_arrays([chunk.take(from_numpy(starts[cut[i]:cut[i + 1]] - edges[i]))
+                              for i, chunk in enumerate(chunks)])
     if not pa.types.is_string(first.type):
         first = cast(first, pa.string())
     if len(compute("unique", first)) != len(first):  # a query's rows apart: grouped there
         return _grouped(query)
-    codes = np.repeat(np.arange(starts.size - 1, dtype=np.int32), np.diff(starts))
     return codes, first
 
 
-@njit(cache=True)
+# Byte strings are read 8 bytes at a time: `_word` assembles a little-endian word from unsigned
+# indices (a signed index makes numba test each for a negative value, and LLVM then does not merge
+# the 8 loads into one); the masks keep a word's first 0..8 bytes. A string of at most 16 bytes
+# (most ids) is read as two masked words without a branch on its length, unless it lies within
+# 16 bytes of the buffer's end: those, and longer strings, are read a byte at a time.
+_MASKS = np.array([0] + [(1 << (8 * j)) - 1 for j in range(1, 8)] + [2 ** 64 - 1],
+                  dtype=np.uint64)
+_M1, _M2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)  # MurmurHash3's
+
+
+@njit(inline="always")
+def _word(data, k):
+    """data[k:k + 8] as a little-endian uint64 (the caller keeps k + 8 within the buffer)."""
+    k = np.uint64(k)
+    w = np.uint64(0)
+    for t in range(8):
+        w |= np.uint64(data[k + np.uint64(t)]) << np.uint64(8 * t)
+    return w
+
+
+@njit(inline="always")
+def _padded_word(data, k, length, j):
+    """Word j of the string of `length` bytes at data[k:], zero past its end."""
+    w = np.uint64(0)
+    for t in range(8):
+        at = j * 8 + t
+        if at < length:
+            w |= np.uint64(data[np.uint64(k + at)]) << np.uint64(8 * t)
+    return w
+
+
+@njit(inline="always")
+def _mix(h, w):
+    h ^= w * _M1
+    return ((h << np.uint64(31)) | (h >> np.uint64(33))) * _M2
+
+
+@njit(inline="always")
+def _same(offsets, data, i, j, masks):
+    """String i equals string j."""
+    a, b = offsets[i], offsets[j]
+    length = offsets[i + 1] - a
+    if offsets[j + 1] - b != length:
+        return False
+    if length <= 16 and max(a, b) + 16 <= data.size:
+        m0, m1 = masks[min(length, 8)], masks[max(length - 8, 0)]
+        return (((_word(data, a) ^ _word(data, b)) & m0)
+                | ((_word(data, a + 8) ^ _word(data, b + 8)) & m1)) == 0
+    for k in range(length):
+        if data[np.uint64(a + k)] != data[np.uint64(b + k)]:
+            return False
+    return True
+
+
+@njit(cache=True, parallel=True)
+def _mark_new(offsets, data, new):
+    """new[i]: string i differs from string i - 1 (new[0] True)."""
+    n = offsets.size - 1
+    masks = _MASKS
+    blocks = min(64, n // 65536 + 1)
+    for b in prange(blocks):
+        for i in range(b * n // blocks, (b + 1) * n // blocks):
+            new[i] = i == 0 or not _same(offsets, data, i - 1, i, masks)
+
+
+@njit(cache=True, parallel=True)
+def _number_groups(new):
+    """Each row's group (a group starting where new[i]) and where each starts, and the end:
+    (codes int32, starts int64 of groups + 1)."""
+    n = new.size
+    blocks = min(64, n // 65536 + 1)
+    size = (n + blocks - 1) // blocks
+    counts = np.zeros(blocks + 1, dtype=np.int64)
+    for b in prange(blocks):
+        found = 0
+        for i in range(b * size, min(n, (b + 1) * size)):
+            found += new[i]
+        counts[b + 1] = found
+    base = np.cumsum(counts)
+    codes = np.empty(n, dtype=np.int32)
+    starts = np.empty(base[-1] + 1, dtype=np.int64)
+    for b in prange(blocks):
+        c = base[b] - 1
+        for i in range(b * size, min(n, (b + 1) * size)):
+            if new[i]:
+                c += 1
+                starts[c] = i
+            codes[i] = c
+    starts[base[-1]] = n
+    return codes, starts
+
+
+@njit(cache=True, parallel=True)
 def _all_equal(rows_a, offsets_a, data_a, rows_b, offsets_b, data_b):
     """String rows_a[i] of the first array equals string rows_b[i] of the second, for every i."""
-    for i in range(rows_a.size):
-        a, b = rows_a[i], rows_b[i]
-        length = offsets_a[a + 1] - offsets_a[a]
-        if length != offsets_b[b + 1] - offsets_b[b]:
-            return False
-        x, y = offsets_a[a], offsets_b[b]
-        for k in range(length):
-            if data_a[x + k] != data_b[y + k]:
-                return False
-    return True
+    masks = _MASKS
+    n = rows_a.size
+    blocks = min(64, n // 16384 + 1)
+    differ = np.zeros(blocks, dtype=np.bool_)
+    for b in prange(blocks):
+        for i in range(b * n // blocks, (b + 1) * n // blocks):
+            a, c = rows_a[i], rows_b[i]
+            x, y = offsets_a[a], offsets_b[c]
+            length = offsets_a[a + 1] - x
+            if offsets_b[c + 1] - y != length:
+                differ[b] = True
+                break
+            if length <= 16 and x + 16 <= data_a.size and y + 16 <= data_b.size:
+                m0, m1 = masks[min(length, 8)], masks[max(length - 8, 0)]
+                if (((_word(data_a, x) ^ _word(data_b, y)) & m0)
+                        | ((_word(data_a, x + 8) ^ _word(data_b, y + 8)) & m1)) != 0:
+                    differ[b] = True
+                    break
+            else:
+                for k in range(length):
+                    if data_a[np.uint64(x + k)] != data_b[np.uint64(y + k)]:
+                        differ[b] = True
+                        break
+                if differ[b]:
+                    break
+    return not differ.any()
 
 
 def _strings(array) -> tuple[np.ndarray, np.ndarray]:
@@ -327,16 +456,25 @@ def _strings(array) -> tuple[np.ndarray, np.ndarray]:
 
 @njit(cache=True, parallel=True)
 def _hash_rows(offsets, data):
-    """A 64-bit hash of each string (FNV-1a over its bytes, then MurmurHash3's finalizer), as
-    int64: equal strings hash equal; two different ones collide with a chance of about 2**-64."""
+    """A 64-bit hash of each string, as int64: its length, then its bytes 8 at a time (at least
+    two words, the last zero-padded) mixed as MurmurHash3 mixes a block, then MurmurHash3's
+    finalizer. Equal strings hash equal; two different ones collide with a chance of about 2**-64
+    (and the hashed join checks every match against the ids themselves)."""
     n = offsets.size - 1
     out = np.empty(n, dtype=np.int64)
+    masks = _MASKS
     blocks = min(64, n // 16384 + 1)
     for b in prange(blocks):
         for i in range(b * n // blocks, (b + 1) * n // blocks):
-            h = np.uint64(0xCBF29CE484222325)
-            for k in range(offsets[i], offsets[i + 1]):
-                h = (h ^ np.uint64(data[k])) * np.uint64(0x100000001B3)
+            k = offsets[i]
+            length = offsets[i + 1] - k
+            h = np.uint64(length) * _M2
+            if length <= 16 and k + 16 <= data.size:  # two masked words, no branch on length
+                h = _mix(h, _word(data, k) & masks[min(length, 8)])
+                h = _mix(h, _word(data, k + 8) & masks[max(length - 8, 0)])
+            else:
+                for j in range(max(2, (length + 7) // 8)):
+                    h = _mix(h, _padded_word(data, k, length, j))
             h ^= h >> np.uint64(33)
             h *= np.uint64(0xFF51AFD7ED558CCD)
             h ^= h >> np.uint64(33)

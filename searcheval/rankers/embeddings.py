@@ -154,42 +154,22 @@ def load_model(model_path: str | Path | None = None):
         return _models[key]
 
 
-_allocator_bound = False
-
-
 def bound_allocator() -> bool:
-    """glibc's malloc told to map large blocks on their own and to keep at most
-    MALLOC_ARENA_MAX heaps (see MALLOC_MMAP_THRESHOLD), once per process; False where the C
-    library is not glibc (nothing changed)."""
-    global _allocator_bound
-    if _allocator_bound:
-        return True
-    import ctypes
-    import ctypes.util
+    """glibc's malloc told to keep blocks up to MALLOC_MMAP_THRESHOLD in the heap and at most
+    MALLOC_ARENA_MAX heaps (see MALLOC_MMAP_THRESHOLD; `searcheval.allocator`, which keeps the
+    larger threshold another part asked for); False where the C library is not glibc."""
+    from searcheval import allocator
 
-    name = ctypes.util.find_library("c")
-    try:
-        libc = ctypes.CDLL(name or "libc.so.6")
-        mallopt = libc.mallopt
-    except (OSError, AttributeError):  # not glibc (musl, macOS): its own allocator, untouched
-        return False
-    m_mmap_threshold, m_arena_max = -3, -8  # glibc's malloc.h
-    _allocator_bound = bool(mallopt(m_mmap_threshold, MALLOC_MMAP_THRESHOLD)) \
-        and bool(mallopt(m_arena_max, MALLOC_ARENA_MAX))
-    return _allocator_bound
+    return allocator.keep_blocks(MALLOC_MMAP_THRESHOLD, arena_max=MALLOC_ARENA_MAX)
 
 
 def release_heap() -> None:
     """glibc's malloc_trim(0): the free pages of the heaps (the hidden states the threshold keeps
     there) given back once the model has encoded, so the index and search after it start from
     the model's own memory; nothing where the C library is not glibc."""
-    import ctypes
-    import ctypes.util
+    from searcheval import allocator
 
-    try:
-        ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
+    allocator.release()
 
 
 def batch_for(longest_tokens: int, batch_size: int, max_tokens: int = MAX_BATCH_TOKENS) -> int:
