@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from prefect_records import task_runs_of
 
 from flows.runners import RunnerSettings, runner_settings
 from searcheval import store
@@ -213,19 +214,6 @@ def _per_query(url: str, run_id: str) -> dict:
     return {(r["configuration"], r["query_id"], r["metric"]): r["value"] for r in rows}
 
 
-def _task_runs(flow_run_id: str) -> dict[str, str]:
-    import anyio
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    async def read():
-        async with get_client() as client:
-            return await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-
-    return {r.name: r.state.type.value for r in anyio.run(read)}
-
-
 @pytest.mark.slow
 def test_a_local_dask_cluster_with_shards_and_small_batches_gives_identical_results(
         flow_env, monkeypatch, tmp_path):
@@ -282,9 +270,10 @@ def test_a_local_dask_cluster_with_shards_and_small_batches_gives_identical_resu
     assert len(per_query) > 3 * 15 and per_query == _per_query(flow_env, thread["run_id"])
 
     # the workers reached the test API: their task runs are recorded there, Completed
-    tasks = _task_runs(dask["flow_run_id"])
     expected = {f"embed-{i}" for i in range(1, 6)}  # ceil((18 + 15) / 8) = 5 batches
     expected |= {f"run-{c}-{s}of2" for c in ("bm25", "dense", "fused") for s in (1, 2)}
+    _, runs = task_runs_of(dask["flow_run_id"], tuple(expected), whole_names=True)
+    tasks = {name: run.state.type.value for name, run in runs.items()}
     assert {name: tasks.get(name) for name in expected} == dict.fromkeys(expected, "COMPLETED")
 
 

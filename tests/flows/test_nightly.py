@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prefect_records import task_runs_of
 
 from searcheval import store
 from searcheval.cli import main
@@ -179,32 +180,13 @@ def test_a_tampered_baseline_trips_the_gate_exits_1_and_posts_the_webhook(first_
     assert "s3cret-token" not in captured.out + captured.err
     # the task graph shows where: the gate's task run ended Failed, the steps before it did not,
     # and publish still ran after it; the flow run's final message is the verdict
-    flow_run, runs = task_runs_of(doc["flow_run_id"])
+    flow_run, runs = task_runs_of(doc["flow_run_id"], ("gate", "score", "publish"))
     assert runs["gate"].state.type.value == "FAILED"
     assert runs["gate"].state.message.startswith("gate tripped for fused: mrr: ")
     assert runs["score"].state.type.value == runs["publish"].state.type.value == "COMPLETED"
     flow_state = flow_run.state
     assert flow_state.type.value == "FAILED"
     assert f"report: {tmp_path / 'out' / doc['run_id'] / 'report.md'}" in flow_state.message
-
-
-def task_runs_of(flow_run_id: str, whole_names: bool = False) -> dict:
-    """The flow run and its task runs by task name (`gate-49f` -> `gate`), or by their whole
-    names (`embed-1`)."""
-    import anyio
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
-
-    async def read():
-        async with get_client() as client:
-            flow_run = await client.read_flow_run(flow_run_id)
-            runs = await client.read_task_runs(
-                flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
-            return flow_run, runs
-
-    flow_run, runs = anyio.run(read)
-    return flow_run, {run.name if whole_names else run.name.rsplit("-", 1)[0]: run
-                      for run in runs}
 
 
 def test_a_judgment_of_a_removed_resource_is_stale_left_out_and_alerted(first_run, flow_env,
@@ -305,7 +287,7 @@ def test_the_model_loads_after_the_validation(first_run, flow_env):
     (beside torch's imports and weights, Great Expectations' import took three times as long)."""
     _, metrics, _ = first_run
     assert metrics["embeddings"]["embedded"] == 18 + 15  # the model had to load
-    _, runs = task_runs_of(metrics["flow_run_id"])
+    _, runs = task_runs_of(metrics["flow_run_id"], ("validate", "load_model"))
     assert runs["validate"].end_time is not None and runs["load_model"].start_time is not None
     assert runs["validate"].end_time <= runs["load_model"].start_time
 
@@ -320,7 +302,8 @@ def test_embedding_batches_take_turns_one_at_a_time(first_run, flow_env, tmp_pat
     code = run_cli(ROOT / "fixtures", None, tmp_path / "out", "--embed-batch", "10")
     assert code == 0
     doc = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    _, runs = task_runs_of(doc["flow_run_id"], whole_names=True)
+    _, runs = task_runs_of(doc["flow_run_id"], ("embed-1", "embed-2", "embed-3", "embed-4"),
+                           whole_names=True)
     embeds = {name: run for name, run in runs.items() if name.startswith("embed-")}
     assert sorted(embeds) == ["embed-1", "embed-2", "embed-3", "embed-4"]  # 10 + 10 + 10 + 3
     for earlier, later in (("embed-1", "embed-2"), ("embed-2", "embed-3"), ("embed-3", "embed-4")):

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
+from prefect_records import task_runs_named
 
 from searcheval.bench.tune import CONFIGURATIONS  # the tuned project of the benchmark
 from searcheval.cli import main
@@ -30,12 +31,7 @@ def test_tune_runs_each_trial_as_a_task_and_resumes(flow_env, tmp_path):
     printed = "\n".join(summary_lines(first, str(out)))  # what the command printed
     assert "held-out verdict:" in printed and "configurations.tuned.yaml" in printed
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(task_run_filter=TaskRunFilter(
-            name=TaskRunFilterName(like_="trial-")))
+    runs = task_runs_named("trial-", tuple(f"trial-{n}" for n in range(4)))
     assert {r.name for r in runs} >= {f"trial-{n}" for n in range(4)}
 
     # the same command with more trials: the stored four are resumed, two more run
@@ -107,10 +103,5 @@ def test_a_judge_labels_before_the_verdict_through_the_flow(flow_env, tmp_path, 
     assert "judge small: 3 pair(s) graded" in printed and "NOT COUNTED in the verdict" in printed
     assert document["pool_id"] == f"tune:{document['study_id'][:12]}"
 
-    from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import TaskRunFilter, TaskRunFilterName
-
-    with get_client(sync_client=True) as client:
-        runs = client.read_task_runs(task_run_filter=TaskRunFilter(
-            name=TaskRunFilterName(like_="label_before_verdict")))
+    runs = task_runs_named("label_before_verdict")
     assert runs and all(r.state.is_completed() for r in runs)
