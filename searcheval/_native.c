@@ -42,6 +42,26 @@
  * the duplicate-judgment check of judgments grouped by query), a table per group instead of
  * numpy's sort of every key.
  *
+ * parse_run_lines: a block of a TREC run file (`qid Q0 docid rank score tag`) in one pass over
+ * its bytes (`searcheval.io.trec.iter_run_chunks`): the rows of its whole queries, each document
+ * id's hash as string_hashes computes it, each score as a double.
+ *
+ *     parse_run_lines(data, final, delimiter)
+ *         -> (consumed, qids, q, offsets, docs, hashes, scores) or None
+ *
+ *     data:      bytes of whole lines (the file's last bytes when `final`, which may end without
+ *                "\n"); delimiter: ord(" ") or ord("\t").
+ *     consumed:  the bytes read: all of them when `final`, else up to the last query's first
+ *                line (that query may go on in the next block); 0: the block is one query.
+ *     qids:      the queries' ids in order (str); q: int32, each row's query (0, 1, ...);
+ *     offsets:   int32 (rows + 1), docs: each row's document id, as a pyarrow string array's
+ *                buffers; hashes: uint64, each id's hash; scores: float64.
+ *     or None when a line is not in the plain shape: exactly six non-empty fields between single
+ *     delimiters, printable ASCII, a decimal score (`-`, digits, `.`, exponent) that is finite.
+ *     The caller then reads the rest with pyarrow's reader, which takes or refuses it: what this
+ *     takes, both read the same (a score rounded correctly either way: exact products of
+ *     powers of ten up to 10^22 and at most 2^53, Python's own correctly rounded strtod else).
+ *
  * All are optional: an install without a C compiler runs the Python and numpy code instead.
  */
 #define PY_SSIZE_T_CLEAN
@@ -184,6 +204,32 @@ mix(uint64_t x)
     return x;
 }
 
+/* The hash of n bytes: their length, then each 8 bytes as a little-endian word (zeros past
+ * the end), then mix. io/trec.py's numpy_string_hashes computes the same numbers. */
+static inline uint64_t
+hash_bytes(const unsigned char *bytes, int64_t n)
+{
+    uint64_t h = (uint64_t)n * HASH_LENGTH;
+    for (int64_t at = 0; at < n; at += 8) {
+        int64_t take = n - at < 8 ? n - at : 8;
+        uint64_t word = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (take == 8)
+            memcpy(&word, bytes + at, 8); /* one load */
+        else
+            for (int64_t k = 0; k < take; k++)
+                word |= (uint64_t)bytes[at + k] << (8 * k);
+#else
+        for (int64_t k = 0; k < take; k++)
+            word |= (uint64_t)bytes[at + k] << (8 * k);
+#endif
+        h ^= word;
+        h *= HASH_WORD;
+        h ^= h >> 29;
+    }
+    return mix(h);
+}
+
 static PyObject *
 string_hashes(PyObject *self, PyObject *args)
 {
@@ -218,25 +264,7 @@ string_hashes(PyObject *self, PyObject *args)
             PyErr_SetString(PyExc_ValueError, "an offset points past the data");
             goto done;
         }
-        uint64_t h = (uint64_t)(end - start) * HASH_LENGTH;
-        for (int64_t at = start; at < end; at += 8) {
-            int64_t take = end - at < 8 ? end - at : 8;
-            uint64_t word = 0; /* the bytes as a little-endian word, zeros past the end */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-            if (take == 8)
-                memcpy(&word, data + at, 8); /* one load */
-            else
-                for (int64_t k = 0; k < take; k++)
-                    word |= (uint64_t)data[at + k] << (8 * k);
-#else
-            for (int64_t k = 0; k < take; k++)
-                word |= (uint64_t)data[at + k] << (8 * k);
-#endif
-            h ^= word;
-            h *= HASH_WORD;
-            h ^= h >> 29;
-        }
-        hash[i] = mix(h);
+        hash[i] = hash_bytes(data + start, end - start);
     }
 
 done:
@@ -310,6 +338,229 @@ done:
     return out;
 }
 
+/* The decimal number s[0:n] (`-`? digits (`.` digits)? ([eE] [+-]? digits)?, a digit at least
+ * before the exponent) as a double in *out, rounded correctly; 0 when it is not one or not
+ * finite. */
+static const double POW10[] = {1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11,
+                               1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+static int
+decimal_of(const unsigned char *s, Py_ssize_t n, double *out)
+{
+    const unsigned char *p = s, *end = s + n;
+    int negative = 0;
+    if (p < end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    uint64_t mantissa = 0;
+    int significant = 0, digits = 0;
+    int64_t scale = 0; /* the value is mantissa * 10^(scale + exponent) */
+    for (; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+        if (significant < 19) {
+            mantissa = mantissa * 10 + (*p - '0');
+            significant += mantissa != 0;
+        }
+        else {
+            significant = 20; /* more digits than a word holds: the slow way */
+        }
+    }
+    if (p < end && *p == '.') {
+        for (p++; p < end && *p >= '0' && *p <= '9'; p++, digits++) {
+            if (significant < 19) {
+                mantissa = mantissa * 10 + (*p - '0');
+                significant += mantissa != 0;
+                scale--;
+            }
+            else {
+                significant = 20;
+            }
+        }
+    }
+    if (!digits)
+        return 0;
+    int64_t exponent = 0;
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        int exponent_negative = 0, exponent_digits = 0;
+        p++;
+        if (p < end && (*p == '-' || *p == '+')) {
+            exponent_negative = *p == '-';
+            p++;
+        }
+        for (; p < end && *p >= '0' && *p <= '9'; p++, exponent_digits++)
+            if (exponent < 100000)
+                exponent = exponent * 10 + (*p - '0');
+        if (!exponent_digits)
+            return 0;
+        if (exponent_negative)
+            exponent = -exponent;
+    }
+    if (p != end)
+        return 0;
+    int64_t power = scale + exponent;
+    double value;
+    if (significant <= 19 && mantissa == 0) {
+        value = 0.0;
+    }
+    else if (significant <= 19 && mantissa <= ((uint64_t)1 << 53) && power >= -22 &&
+             power <= 22) {
+        /* both exact as doubles: one correctly rounded operation (Clinger's fast path) */
+        value = power < 0 ? (double)mantissa / POW10[-power] : (double)mantissa * POW10[power];
+    }
+    else {
+        char small[80], *text = n < (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(n + 1);
+        if (text == NULL)
+            return 0;
+        memcpy(text, s, n);
+        text[n] = '\0';
+        char *stop;
+        value = PyOS_string_to_double(text, &stop, NULL); /* overflow: +-inf, refused below */
+        int taken = stop == text + n && isfinite(value);
+        if (value == -1.0 && PyErr_Occurred()) {
+            PyErr_Clear();
+            taken = 0;
+        }
+        if (text != small)
+            PyMem_Free(text);
+        *out = value;
+        return taken;
+    }
+    *out = negative ? -value : value;
+    return 1;
+}
+
+/* A bytes object of n bytes to fill, or NULL with MemoryError. */
+static PyObject *
+new_bytes(Py_ssize_t n)
+{
+    return PyBytes_FromStringAndSize(NULL, n);
+}
+
+static PyObject *
+parse_run_lines(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    int final, delimiter;
+    if (!PyArg_ParseTuple(args, "y*pi", &view, &final, &delimiter))
+        return NULL;
+    const unsigned char *data = view.buf, *end = data + view.len;
+    /* a line has at least 12 bytes (six one-byte fields, five delimiters, "\n") */
+    Py_ssize_t most = view.len / 12 + 1;
+    PyObject *result = NULL, *qids = NULL, *q_out = NULL, *offsets_out = NULL, *docs_out = NULL,
+             *hashes_out = NULL, *scores_out = NULL;
+    if (view.len > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "a block of a run is at most 2 GiB");
+        goto done;
+    }
+    qids = PyList_New(0);
+    q_out = new_bytes(most * 4);
+    offsets_out = new_bytes((most + 1) * 4);
+    docs_out = new_bytes(view.len);
+    hashes_out = new_bytes(most * 8);
+    scores_out = new_bytes(most * 8);
+    if (!qids || !q_out || !offsets_out || !docs_out || !hashes_out || !scores_out)
+        goto done;
+    int32_t *q = (int32_t *)PyBytes_AS_STRING(q_out);
+    int32_t *offsets = (int32_t *)PyBytes_AS_STRING(offsets_out);
+    unsigned char *docs = (unsigned char *)PyBytes_AS_STRING(docs_out);
+    uint64_t *hashes = (uint64_t *)PyBytes_AS_STRING(hashes_out);
+    double *scores = (double *)PyBytes_AS_STRING(scores_out);
+
+    Py_ssize_t rows = 0, groups = 0, doc_bytes = 0;
+    const unsigned char *query = NULL; /* the current query's id, in data */
+    Py_ssize_t query_length = 0;
+    Py_ssize_t group_line = 0, group_row = 0, group_docs = 0; /* where the current query began */
+    offsets[0] = 0;
+    const unsigned char *p = data;
+    while (p < end) {
+        const unsigned char *line = p, *field[7];
+        int fields = 1;
+        field[0] = p;
+        for (; p < end; p++) {
+            unsigned char c = *p;
+            if (c > ' ' && c < 0x7f)
+                continue;
+            if (c == delimiter) {
+                if (fields == 6)
+                    goto not_plain; /* a seventh field */
+                field[fields++] = p + 1;
+            }
+            else if (c == '\n') {
+                break;
+            }
+            else {
+                goto not_plain; /* a control character, a space in a tab-delimited file,
+                                 * a byte past ASCII */
+            }
+        }
+        const unsigned char *line_end = p;
+        if (p < end)
+            p++; /* past "\n" */
+        else if (!final)
+            goto not_plain; /* the caller cuts blocks at "\n" */
+        if (line_end == line)
+            continue; /* an empty line */
+        if (fields != 6)
+            goto not_plain;
+        field[6] = line_end + 1;
+        for (int f = 0; f < 6; f++)
+            if (field[f + 1] - 1 == field[f])
+                goto not_plain; /* an empty field */
+        Py_ssize_t qid_length = field[1] - 1 - field[0];
+        if (query == NULL || qid_length != query_length ||
+            memcmp(query, field[0], qid_length) != 0) {
+            PyObject *qid = PyUnicode_DecodeASCII((const char *)field[0], qid_length, NULL);
+            if (qid == NULL || PyList_Append(qids, qid) < 0) {
+                Py_XDECREF(qid);
+                goto done;
+            }
+            Py_DECREF(qid);
+            query = field[0];
+            query_length = qid_length;
+            group_line = line - data;
+            group_row = rows;
+            group_docs = doc_bytes;
+            groups++;
+        }
+        Py_ssize_t doc_length = field[3] - 1 - field[2];
+        if (!decimal_of(field[4], field[5] - 1 - field[4], &scores[rows]))
+            goto not_plain;
+        memcpy(docs + doc_bytes, field[2], doc_length);
+        hashes[rows] = hash_bytes(field[2], doc_length);
+        doc_bytes += doc_length;
+        q[rows] = (int32_t)(groups - 1);
+        offsets[++rows] = (int32_t)doc_bytes;
+    }
+    Py_ssize_t consumed = view.len;
+    if (!final && groups) { /* the last query may go on in the next block */
+        if (PyList_SetSlice(qids, groups - 1, groups, NULL) < 0)
+            goto done;
+        consumed = group_line;
+        rows = group_row;
+        doc_bytes = group_docs;
+    }
+    if (_PyBytes_Resize(&q_out, rows * 4) < 0 || _PyBytes_Resize(&offsets_out, (rows + 1) * 4) < 0 ||
+        _PyBytes_Resize(&docs_out, doc_bytes) < 0 || _PyBytes_Resize(&hashes_out, rows * 8) < 0 ||
+        _PyBytes_Resize(&scores_out, rows * 8) < 0)
+        goto done;
+    result = Py_BuildValue("nOOOOOO", consumed, qids, q_out, offsets_out, docs_out, hashes_out,
+                           scores_out);
+    goto done;
+
+not_plain:
+    result = Py_NewRef(Py_None);
+
+done:
+    Py_XDECREF(qids);
+    Py_XDECREF(q_out);
+    Py_XDECREF(offsets_out);
+    Py_XDECREF(docs_out);
+    Py_XDECREF(hashes_out);
+    Py_XDECREF(scores_out);
+    PyBuffer_Release(&view);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_dict_run", scan_dict_run, METH_VARARGS,
      "scan_dict_run(run, index, docs, starts) -> (scores, run_starts, where, judged_score) or None"},
@@ -317,6 +568,9 @@ static PyMethodDef methods[] = {
      "string_hashes(offsets, data, first, n, width) -> n uint64 hashes"},
     {"repeats_within", repeats_within, METH_VARARGS,
      "repeats_within(keys, starts) -> two equal uint64 keys within one group"},
+    {"parse_run_lines", parse_run_lines, METH_VARARGS,
+     "parse_run_lines(data, final, delimiter) -> (consumed, qids, q, offsets, docs, hashes, "
+     "scores) or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -427,6 +427,7 @@ class RunChunk:
     d: np.ndarray | None  # int32, or None: docs holds each row's id
     score: np.ndarray  # float64
     shared_docs: bool = False  # `docs` is the whole run's dictionary, shared by all its chunks
+    hashes: np.ndarray | None = None  # uint64, string_hashes of `docs` (d None), when known
 
 
 RUN_BLOCK = 1 << 20  # bytes of a run file parsed at once
@@ -434,14 +435,72 @@ RUN_BLOCK = 1 << 20  # bytes of a run file parsed at once
 
 def iter_run_chunks(path: str | Path, *, rows: int = FILE_CHUNK_ROWS) -> Iterator[RunChunk]:
     """A TREC run streamed in chunks of whole queries (about `rows` rows each), so memory stays
-    bounded whatever the file's size. Fallback when the file is not plain, or a query's lines
-    are not together (the exact loader takes any order)."""
+    bounded whatever the file's size: parsed in C (`_native.parse_run_lines`) where the package
+    was built with it, else (or from the first line the C parser does not take) by pyarrow's CSV
+    reader. Fallback when the file is not plain, or a query's lines are not together (the exact
+    loader takes any order)."""
     path = Path(path)
+    delimiter = _plain_shape(path)
+    seen: set[str] = set()
     with open(path, "rb", buffering=0) as fh:
-        yield from _chunks(_run_batches(fh, path), rows)
+        rest = b""
+        if _native is not None:
+            rest = yield from _native_chunks(fh, delimiter, rows * ROW_BYTES, seen)
+            if rest is None:
+                return
+        yield from _chunks(_run_batches(fh, path, rest=rest), rows, seen)
 
 
-def _run_batches(fh, path: Path, block: int = RUN_BLOCK) -> Iterator:
+ROW_BYTES = 40  # a run line's bytes, about (`D18875150 1 0.998075`-shaped ids and scores: 35):
+# the C parser reads rows * ROW_BYTES at a time
+
+
+def _native_chunks(fh, delimiter: str, block: int, seen: set[str]):
+    """Chunks of whole queries parsed in C, a block of lines at a time, read into one buffer
+    (the unparsed tail of a block, its last query, moved to the front for the next). Returns
+    None at the end of the file, or the bytes from the first line the C parser did not take
+    (not in its plain shape) for pyarrow's reader to go on with."""
+    pa = _arrow()
+    buffer = bytearray(block)
+    view = memoryview(buffer)
+    held = 0  # bytes of buffer[:held] read and not parsed yet
+    final = False
+    while True:
+        if held == len(buffer):  # one query, or one line, fills the buffer: twice as large
+            view.release()
+            buffer.extend(bytes(len(buffer)))
+            view = memoryview(buffer)
+        if not final:
+            got = fh.readinto(view[held:])
+            final = not got
+            held += got
+        stop = held if final else buffer.rfind(b"\n", 0, held) + 1
+        if not stop and not final:
+            continue  # a line longer than the buffer: read on
+        parsed = _native.parse_run_lines(view[:stop], final, ord(delimiter))
+        if parsed is None:
+            rest = bytes(view[:held])
+            view.release()
+            return rest
+        consumed, qids, q, offsets, docs, hashes, scores = parsed
+        if qids:
+            if len(set(qids)) != len(qids) or not seen.isdisjoint(qids):
+                raise Fallback("the lines of a query are not together")
+            seen.update(qids)
+            yield RunChunk(qids=qids, q=np.frombuffer(q, dtype=np.int32),
+                           docs=pa.Array.from_buffers(pa.string(), len(q) // 4,
+                                                      [None, pa.py_buffer(offsets),
+                                                       pa.py_buffer(docs)]),
+                           d=None, score=np.frombuffer(scores, dtype=np.float64),
+                           hashes=np.frombuffer(hashes, dtype=np.uint64))
+        if final:
+            view.release()
+            return None
+        view[:held - consumed] = view[consumed:held]
+        held -= consumed
+
+
+def _run_batches(fh, path: Path, block: int = RUN_BLOCK, rest: bytes = b"") -> Iterator:
     """The run's rows as pyarrow batches, in this thread: the file read a block of whole lines at
     a time and each block parsed by pyarrow's CSV reader, serially. (A streaming reader hands
     every block from a thread to another; on a busy machine each hand-over waits for a core, and
@@ -454,7 +513,6 @@ def _run_batches(fh, path: Path, block: int = RUN_BLOCK) -> Iterator:
     # a block of ASCII (nearly every run; `bytes.isascii` is a fraction of a millisecond a MiB)
     # is valid UTF-8 as it is: pyarrow's own check of the strings is skipped there
     ascii_options = _csv_options(path, RUN_COLUMNS, types, block_size=1 << 18, check_utf8=False)
-    rest = b""
     while True:
         data = fh.read(block)
         if data:
@@ -478,9 +536,8 @@ def _run_batches(fh, path: Path, block: int = RUN_BLOCK) -> Iterator:
         yield from table.to_batches()
 
 
-def _chunks(batches: Iterator, rows: int) -> Iterator[RunChunk]:
+def _chunks(batches: Iterator, rows: int, seen: set[str]) -> Iterator[RunChunk]:
     pa = _arrow()
-    seen: set[str] = set()
     pending: list = []
     held = 0
     done = False

@@ -85,7 +85,7 @@ def evaluate_columns(qrels: QrelsColumns, chunks: Iterable[RunChunk], metrics: S
         group = np.cumsum(new_group) - 1
         raw = d is None  # each row's id as it is (a file's chunk), else codes into chunk.docs
         if raw:
-            hashes = string_hashes(chunk.docs)
+            hashes = chunk.hashes if chunk.hashes is not None else string_hashes(chunk.docs)
             _refuse_twice(np.append(starts, n), hashes)  # a document listed twice for a query
         else:
             pairs, pair_rows = _sorted_pairs(group, d, len(chunk.docs))  # refuses one twice

@@ -277,17 +277,25 @@ def test_a_dict_of_arrays_with_a_bad_score_is_refused_by_the_exact_path():
                                     "score": np.array([1.0])})
 
 
-def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path, monkeypatch):
+@pytest.mark.parametrize("parser", ["c", "pyarrow"])
+def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path, monkeypatch,
+                                                                       parser):
     """Streaming a run against many judged queries, no chunk hashes more ids than its own (a
     million judged queries made scoring quadratic once; a hash table of every id of the run was
     most of the work with an id per row): each chunk's ids are hashed once, the judgments' once
-    for the whole run. 40,000 judged queries; the file is parsed in batches of 256 KiB, so its
-    200,000 lines come in chunks of about 11,000 rows (2,200 queries) each."""
+    for the whole run. 40,000 judged queries, 200,000 lines; chunks of about 100 rows asked for
+    (the C parser reads 100 x 40 bytes at a time, pyarrow's batches are 256 KiB, about 11,000
+    rows). The C parser hashes each id as it reads it: then the scorer hashes nothing."""
+    from searcheval.io import trec
     from searcheval.metrics import columnar
 
+    if parser == "pyarrow":
+        monkeypatch.setattr(trec, "_native", None)
+    else:
+        assert trec._native is not None  # built by make install (setup.py)
     long_run(tmp_path, 40_000, depth=5)
-    chunks = [c.q.size for c in iter_run_chunks(tmp_path / "run", rows=100)]
-    assert len(chunks) >= 8
+    chunks = list(iter_run_chunks(tmp_path / "run", rows=100))
+    assert len(chunks) >= 8 and sum(c.q.size for c in chunks) == 200_000
     hashed: list[int] = []
     real = columnar.string_hashes
 
@@ -298,7 +306,12 @@ def test_work_per_chunk_is_in_proportion_to_the_chunk_not_the_judgments(tmp_path
     monkeypatch.setattr(columnar, "string_hashes", spy)
     ours = evaluate_files(tmp_path / "qrels", tmp_path / "run", ["ndcg@10"], chunk_rows=100)
     assert len(ours.query_ids) == 40_000
-    assert sorted(hashed) == sorted(chunks)  # each chunk's ids once, nothing else per chunk
+    if parser == "c":
+        assert hashed == []  # each id hashed once, by the parser
+        assert all(c.hashes is not None and c.hashes.size == c.q.size for c in chunks)
+        assert all(np.array_equal(c.hashes, real(c.docs)) for c in chunks[:3])
+    else:
+        assert sorted(hashed) == sorted(c.q.size for c in chunks)  # each chunk's ids once
 
 
 long_ids = st.text(st.characters(min_codepoint=33, max_codepoint=0x2FFF,
