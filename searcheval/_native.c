@@ -60,7 +60,8 @@
  *     delimiters, printable ASCII, a decimal score (`-`, digits, `.`, exponent) that is finite.
  *     The caller then reads the rest with pyarrow's reader, which takes or refuses it: what this
  *     takes, both read the same (a score rounded correctly either way: exact products of
- *     powers of ten up to 10^22 and at most 2^53, Python's own correctly rounded strtod else).
+ *     powers of ten up to 10^22 and at most 2^53, else Eisel and Lemire's 128-bit product,
+ *     else, near a halfway point or subnormal, Python's own correctly rounded strtod).
  *
  * All are optional: an install without a C compiler runs the Python and numpy code instead.
  */
@@ -338,6 +339,89 @@ done:
     return out;
 }
 
+/* Eisel and Lemire's conversion of w * 10^q (w the exact decimal significand, not 0): the
+ * product of w and a 128-bit truncation of 5^q (io/trec.py computes the table and hands it over
+ * once, set_powers_of_five), which decides the correctly rounded double unless the product lies
+ * too near a halfway point to tell, or the value is subnormal: 0 then, and the caller reads the
+ * number the slow way. (Daniel Lemire, "Number Parsing at a Gigabyte per Second", 2021, sections
+ * 5 and 6; it is how Rust's, Go's and fast_float's parsers read a double.) */
+#define POW5_SMALLEST (-342)
+#define POW5_LARGEST 308
+static uint64_t pow5_high[POW5_LARGEST - POW5_SMALLEST + 1];
+static uint64_t pow5_low[POW5_LARGEST - POW5_SMALLEST + 1];
+static int pow5_ready = 0;
+
+static PyObject *
+set_powers_of_five(PyObject *self, PyObject *args)
+{
+    Py_buffer view;
+    if (!PyArg_ParseTuple(args, "y*", &view))
+        return NULL;
+    Py_ssize_t n = POW5_LARGEST - POW5_SMALLEST + 1;
+    if (view.len != n * 16) {
+        PyBuffer_Release(&view);
+        PyErr_SetString(PyExc_ValueError, "expected 651 pairs of uint64 (high, low)");
+        return NULL;
+    }
+    const uint64_t *pairs = view.buf;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        pow5_high[i] = pairs[2 * i];
+        pow5_low[i] = pairs[2 * i + 1];
+    }
+    pow5_ready = 1;
+    PyBuffer_Release(&view);
+    Py_RETURN_NONE;
+}
+
+static int
+eisel_lemire(uint64_t w, int64_t q, double *out)
+{
+#ifdef __SIZEOF_INT128__
+    if (!pow5_ready || w == 0 || q > POW5_LARGEST)
+        return 0;
+    if (q < POW5_SMALLEST) { /* below half the smallest subnormal even with 19 digits */
+        *out = 0.0;
+        return 1;
+    }
+    int lz = __builtin_clzll(w);
+    w <<= lz;
+    Py_ssize_t index = (Py_ssize_t)(q - POW5_SMALLEST);
+    unsigned __int128 first = (unsigned __int128)w * pow5_high[index];
+    uint64_t low = (uint64_t)first, high = (uint64_t)(first >> 64);
+    const uint64_t mask = UINT64_MAX >> 55; /* 52 bits, the hidden one, one to round, one spare */
+    if ((high & mask) == mask) { /* the bits below may carry into these: the next word */
+        uint64_t second = (uint64_t)(((unsigned __int128)w * pow5_low[index]) >> 64);
+        low += second;
+        if (second > low)
+            high++;
+    }
+    if (low == UINT64_MAX && (q < -27 || q > 55))
+        return 0; /* the truncated table may be one too low here: cannot tell */
+    int upper = (int)(high >> 63);
+    uint64_t mantissa = high >> (upper + 64 - 52 - 3);
+    int64_t power2 = ((q * (152170 + 65536)) >> 16) + 63 + upper - lz + 1023;
+    if (power2 <= 0)
+        return 0; /* subnormal */
+    if (low <= 1 && q >= -4 && q <= 23 && (mantissa & 3) == 1 &&
+        (mantissa << (upper + 64 - 52 - 3)) == high)
+        mantissa &= ~(uint64_t)1; /* exactly halfway: to even */
+    mantissa += mantissa & 1;
+    mantissa >>= 1;
+    if (mantissa >= ((uint64_t)2 << 52)) {
+        mantissa = (uint64_t)1 << 52;
+        power2++;
+    }
+    mantissa &= ~((uint64_t)1 << 52);
+    if (power2 >= 0x7FF)
+        return 0; /* past a double's range */
+    uint64_t bits = mantissa | ((uint64_t)power2 << 52);
+    memcpy(out, &bits, sizeof bits);
+    return 1;
+#else
+    return 0;
+#endif
+}
+
 /* The decimal number s[0:n] (`-`? digits (`.` digits)? ([eE] [+-]? digits)?, a digit at least
  * before the exponent) as a double in *out, rounded correctly; 0 when it is not one or not
  * finite. */
@@ -406,6 +490,9 @@ decimal_of(const unsigned char *s, Py_ssize_t n, double *out)
              power <= 22) {
         /* both exact as doubles: one correctly rounded operation (Clinger's fast path) */
         value = power < 0 ? (double)mantissa / POW10[-power] : (double)mantissa * POW10[power];
+    }
+    else if (significant <= 19 && eisel_lemire(mantissa, power, &value)) {
+        /* rounded correctly by the 128-bit product */
     }
     else {
         char small[80], *text = n < (Py_ssize_t)sizeof(small) ? small : PyMem_Malloc(n + 1);
@@ -568,6 +655,8 @@ static PyMethodDef methods[] = {
      "string_hashes(offsets, data, first, n, width) -> n uint64 hashes"},
     {"repeats_within", repeats_within, METH_VARARGS,
      "repeats_within(keys, starts) -> two equal uint64 keys within one group"},
+    {"set_powers_of_five", set_powers_of_five, METH_VARARGS,
+     "set_powers_of_five(pairs) -> None: the 128-bit powers of five parse_run_lines reads with"},
     {"parse_run_lines", parse_run_lines, METH_VARARGS,
      "parse_run_lines(data, final, delimiter) -> (consumed, qids, q, offsets, docs, hashes, "
      "scores) or None"},

@@ -23,6 +23,31 @@ try:  # built with the package (setup.py); optional: without a C compiler, numpy
 except ImportError:  # pragma: no cover - an install without a C compiler
     _native = None
 
+
+def powers_of_five() -> bytes:
+    """5^q for q in [-342, 308] to 128 bits, as (high, low) uint64 pairs: the table Eisel and
+    Lemire's conversion multiplies by (`_native.parse_run_lines`). A power of at least 0
+    truncated; a negative one the reciprocal rounded up, 2^b // 5^-q + 1 (b: 127 bits past
+    5^-q's own while 5^-q < 2^64, twice its bits plus 128 beyond, then truncated). Python's
+    integers are exact, so the table is computed here rather than pasted into the C source."""
+    words = []
+    for q in range(-342, 309):
+        if q >= 0:
+            power = 5 ** q
+            shift = 128 - power.bit_length()
+            c = power << shift if shift >= 0 else power >> -shift
+        else:
+            power = 5 ** -q
+            bits = power.bit_length()
+            c = (1 << (bits + 127 if q >= -27 else 2 * bits + 128)) // power + 1
+            c >>= max(0, c.bit_length() - 128)
+        words += [c >> 64, c & 0xFFFF_FFFF_FFFF_FFFF]
+    return np.array(words, dtype=np.uint64).tobytes()
+
+
+if _native is not None:
+    _native.set_powers_of_five(powers_of_five())
+
 if TYPE_CHECKING:
     from searcheval.types import Qrels, RankedRun, Run
 # the exact loaders' helpers (io.files, io.beir) are imported where they are used: `searcheval

@@ -106,9 +106,49 @@ def test_every_decimal_score_is_read_as_python_reads_it(text):
     ("9007199254740993", 9007199254740992.0),  # 2^53 + 1: past the fast path, rounded to even
     ("1e22", 1e22), ("1e23", 1e23), ("123456789012345678901234", 1.2345678901234568e23),
     ("0.1", 0.1), ("-5e-324", -5e-324), ("2.4703282292062328e-324", 5e-324),
+    ("9007199254740995", 9007199254740996.0),  # halfway, to even (Eisel and Lemire's tie rule)
+    ("2.2250738585072011e-308", 2.225073858507201e-308),  # the largest subnormal: slow way
+    ("2.2250738585072012e-308", 2.2250738585072014e-308),  # the smallest normal
+    ("1.7976931348623157e308", 1.7976931348623157e308),
 ])
 def test_known_scores(text, value):
     assert parse_one(text) == value
+
+
+def test_a_hundred_thousand_scores_of_every_magnitude_are_python_floats():
+    """Random doubles over all their bits (Python's shortest repr, 17 digits for most: past the
+    fast path, Eisel and Lemire's product), and random significands of 15 to 19 digits with any
+    exponent from 10^-345 to 10^310 (near every power of five of the table; subnormal and past
+    a double's range included): every one the same double as float() reads, bit for bit, or
+    not taken where float() gives infinity."""
+    rng = np.random.default_rng(27)
+    bits = rng.integers(0, 2**63 - 1, size=50_000, dtype=np.int64).view(np.float64)
+    texts = [repr(float(v)) for v in bits if np.isfinite(v)]
+    digits = rng.integers(15, 20, size=50_000)
+    texts += [f"{'-' if i % 3 == 0 else ''}{rng.integers(1, 10)}"
+              f"{''.join(map(str, rng.integers(0, 10, size=n - 1)))}e{rng.integers(-345 - n, 310)}"
+              for i, n in enumerate(digits.tolist())]
+    expected = np.array([float(t) for t in texts])
+    finite = np.isfinite(expected)
+    kept = [t for t, f in zip(texts, finite) if f]
+    parsed = trec._native.parse_run_lines(
+        "".join(f"q Q0 d{i} 1 {t} t\n" for i, t in enumerate(kept)).encode(), True, ord(" "))
+    got = np.frombuffer(parsed[6], dtype=np.float64)
+    assert got.size == len(kept) > 90_000
+    mismatch = np.flatnonzero(got.view(np.uint64) != expected[finite].view(np.uint64))
+    assert mismatch.size == 0, [kept[i] for i in mismatch[:5]]
+    for text in [t for t, f in zip(texts, finite) if not f][:50]:
+        assert parse_one(text) is None
+
+
+def test_the_table_of_powers_of_five():
+    """Its known entries: 5^0 and 5^1 with their top bit set, 5^-342 rounded up (the first entry
+    of Rust's and fast_float's tables), and every high word with its top bit set."""
+    pairs = np.frombuffer(trec.powers_of_five(), dtype=np.uint64).reshape(-1, 2)
+    assert pairs.shape == (651, 2)
+    assert pairs[342].tolist() == [1 << 63, 0] and pairs[343].tolist() == [0xA << 60, 0]
+    assert pairs[0].tolist() == [0xEEF453D6923BD65A, 0x113FAA2906A13B3F]
+    assert (pairs[:, 0] >> np.uint64(63)).all()
 
 
 queries = st.lists(st.tuples(st.sampled_from([f"q{i}" for i in range(40)]),
