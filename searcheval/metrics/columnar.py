@@ -350,18 +350,23 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
         q, grade = q[order], grade[order]
     starts = np.searchsorted(q, np.arange(len(qids) + 1))
     strings = _as_arrow(doc)
+    hashes = None
     if pa.types.is_string(strings.type):  # one id a row, as a file's judgments hold them: no
         # hash table of every id (most of the work with a distinct document per judgment)
+        from searcheval.metrics.kernel import string_row_hashes
+
         docs = strings if order is None else arrow("take", strings, from_numpy(order))
         d = np.arange(len(q), dtype=np.int32)
-        _refuse_twice(starts, string_hashes(docs))
+        # hashed as the compiled join hashes ids: once, for this check and every run's join
+        hashes = string_row_hashes(docs)
+        _refuse_twice(starts, hashes.view(np.uint64))
     else:
         d, docs = _encoded(strings)
         d = d if order is None else d[order]
         if _has_duplicates(q.astype(np.int64) * max(len(docs), 1) + d):
             raise Fallback("duplicate judgment")
     return QrelsColumns(qids=qids.to_pylist(), docs=docs, q=q, d=d, grade=grade, starts=starts,
-                        _qid_array=qids)
+                        _hashes=hashes, _qid_array=qids)
 
 
 def whole_grades(grade, max_grade: int | None = None) -> np.ndarray:

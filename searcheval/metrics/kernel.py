@@ -244,6 +244,16 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
                      own_ids=True, verify=verify)
 
 
+def string_row_hashes(strings) -> np.ndarray:
+    """Each string of a pyarrow string array hashed as `evaluate_hashed` hashes ids (int64, on
+    all cores): the judgments' documents hashed once, for their duplicate check and the join."""
+    import numba
+
+    with _PARALLEL:
+        numba.set_num_threads(_threads())
+        return _hash_rows(*_strings(strings))
+
+
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 # glibc's malloc keeps blocks up to 32 MiB, and 64 MiB of free heap, for the next call
 # (`searcheval.allocator`: 2,000,000 rows of string ids faulted ~10,500 pages in afresh a call)

@@ -90,3 +90,30 @@ def test_query_codes_read_across_chunks():
     apart = pa.chunked_array([["q1", "q2"], ["q1"]])
     codes, first = kernel._query_codes(apart)
     assert codes.tolist() == [0, 1, 0] and first.to_pylist() == ["q1", "q2"]
+
+
+def test_the_judgments_ids_are_hashed_once_for_their_check_and_every_join(monkeypatch):
+    """An Evaluator of string judgments hashes their ids when it is built, as the join hashes a
+    run's ids (`kernel.string_row_hashes`), and each run's join reuses those hashes; a document
+    judged twice for one query is still found by them (and refused by the dict way)."""
+    from searcheval.io.trec import Fallback
+    from searcheval.metrics.columnar import qrels_from_frame
+
+    qrels, run, qrels_dict, as_dict = _frames(3)
+    evaluator = searcheval.Evaluator(qrels, METRICS)
+    columns = evaluator._columnar
+    assert columns._hashes is not None
+    assert np.array_equal(columns._hashes, kernel._hash_rows(*kernel._strings(columns.docs)))
+    calls = []
+    real = kernel._hash_rows
+    monkeypatch.setattr(kernel, "_hash_rows", lambda *a: calls.append(len(a[0]) - 1) or real(*a))
+    result = evaluator.evaluate(run)
+    assert calls == [len(run)]  # the run's ids only: the judgments' were hashed before
+    expected = engine_evaluate(qrels_dict, as_dict, parse_metrics(METRICS), Settings())
+    assert result.query_ids == expected.query_ids
+    for name in METRICS:
+        np.testing.assert_allclose(result.values[name], expected.values[name], rtol=0,
+                                   atol=1e-12, err_msg=name)
+    twice = pd.concat([qrels, qrels.iloc[[5]]], ignore_index=True)
+    with pytest.raises(Fallback):
+        qrels_from_frame(twice, ("query_id", "doc_id", "grade"))
