@@ -353,7 +353,7 @@ def qrels_from_arrays(query, doc, grade, *, max_grade: int | None = None) -> Qre
     hashes = None
     if pa.types.is_string(strings.type):  # one id a row, as a file's judgments hold them: no
         # hash table of every id (most of the work with a distinct document per judgment)
-        from searcheval.metrics.kernel import string_row_hashes
+        from searcheval.metrics.hashing import string_row_hashes
 
         docs = strings if order is None else arrow("take", strings, from_numpy(order))
         d = np.arange(len(q), dtype=np.int32)

@@ -25,12 +25,12 @@ pairwise summation).
 Anything the compiled path does not take (a query's rows apart, a document listed twice, a score
 that is not finite) raises `Fallback` before anything is returned, and the caller takes the numpy
 columnar path, which groups, or the exact path, which refuses with its clear error. numba is
-imported only here, so only integer ids pay for it (0.3 s, plus one compile after an install).
+imported only here and in `hashing` (the ids' hashes, which the columnar path's judgments share),
+so only tables pay for it (0.3 s, plus one compile after an install).
 """
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +39,9 @@ from numba import njit, prange
 from searcheval.io.trec import Fallback, QrelsColumns
 from searcheval.metrics.columnar import _blocks
 from searcheval.metrics.engine import Evaluation, Metric, Settings
+from searcheval.metrics.hashing import (_M1, _M2, _MASKS, _PARALLEL, _hash_rows,  # noqa: F401
+                                        _mix, _padded_word, _strings, _threads, _word,
+                                        string_row_hashes)
 
 # metric kinds the compiled loop computes, by code
 KERNEL_KINDS = {"ndcg": 0, "mrr": 1, "recall": 2, "precision": 3, "map": 4, "judged": 5,
@@ -48,31 +51,6 @@ OK, NOT_FINITE, TWICE, APART = 0, 1, 2, 3
 REASONS = {NOT_FINITE: "a score is not a finite number", TWICE: "a document listed twice",
            APART: "the rows of a query apart"}
 _HASH = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: multiply, keep the top bits
-# numba's default threading layer (workqueue) must not be entered by two threads at once
-_PARALLEL = threading.Lock()
-
-
-def _threads() -> int:
-    """Threads for the parallel loops: `SEARCHEVAL_THREADS` if set; else every core numba has,
-    unless the machine is already busy (its load average over the last minute at least its
-    cores): then one. The workqueue layer splits a loop in equal parts up front, so on a machine
-    whose cores are taken a part whose thread waits for a core holds the whole call back (two
-    threads ran the join 1.7x slower than one at a load of 8 on 2 cores)."""
-    import os
-
-    import numba
-
-    most = numba.config.NUMBA_NUM_THREADS
-    given = os.environ.get("SEARCHEVAL_THREADS")
-    if given and given.isdigit() and int(given) >= 1:
-        return min(int(given), most)
-    try:
-        busy = os.getloadavg()[0] >= (os.cpu_count() or 1)
-    except OSError:  # no load average on this platform
-        busy = False
-    return 1 if busy else most
-
-
 @dataclass
 class IntegerQrels:
     """Judgments with integer ids, prepared once for `_join`: the judged query ids sorted (with
@@ -244,16 +222,6 @@ def evaluate_hashed(columns: QrelsColumns, qids, query, docs, score, metrics: li
                      own_ids=True, verify=verify)
 
 
-def string_row_hashes(strings) -> np.ndarray:
-    """Each string of a pyarrow string array hashed as `evaluate_hashed` hashes ids (int64, on
-    all cores): the judgments' documents hashed once, for their duplicate check and the join."""
-    import numba
-
-    with _PARALLEL:
-        numba.set_num_threads(_threads())
-        return _hash_rows(*_strings(strings))
-
-
 _NO_STRINGS = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint8))
 # glibc's malloc keeps blocks up to 32 MiB, and 64 MiB of free heap, for the next call
 # (`searcheval.allocator`: 2,000,000 rows of string ids faulted ~10,500 pages in afresh a call)
@@ -324,43 +292,6 @@ def _query_codes(query):
     if len(compute("unique", first)) != len(first):  # a query's rows apart: grouped there
         return _grouped(query)
     return codes, first
-
-
-# Byte strings are read 8 bytes at a time: `_word` assembles a little-endian word from unsigned
-# indices (a signed index makes numba test each for a negative value, and LLVM then does not merge
-# the 8 loads into one); the masks keep a word's first 0..8 bytes. A string of at most 16 bytes
-# (most ids) is read as two masked words without a branch on its length, unless it lies within
-# 16 bytes of the buffer's end: those, and longer strings, are read a byte at a time.
-_MASKS = np.array([0] + [(1 << (8 * j)) - 1 for j in range(1, 8)] + [2 ** 64 - 1],
-                  dtype=np.uint64)
-_M1, _M2 = np.uint64(0x87C37B91114253D5), np.uint64(0x4CF5AD432745937F)  # MurmurHash3's
-
-
-@njit(inline="always")
-def _word(data, k):
-    """data[k:k + 8] as a little-endian uint64 (the caller keeps k + 8 within the buffer)."""
-    k = np.uint64(k)
-    w = np.uint64(0)
-    for t in range(8):
-        w |= np.uint64(data[k + np.uint64(t)]) << np.uint64(8 * t)
-    return w
-
-
-@njit(inline="always")
-def _padded_word(data, k, length, j):
-    """Word j of the string of `length` bytes at data[k:], zero past its end."""
-    w = np.uint64(0)
-    for t in range(8):
-        at = j * 8 + t
-        if at < length:
-            w |= np.uint64(data[np.uint64(k + at)]) << np.uint64(8 * t)
-    return w
-
-
-@njit(inline="always")
-def _mix(h, w):
-    h ^= w * _M1
-    return ((h << np.uint64(31)) | (h >> np.uint64(33))) * _M2
 
 
 @njit(inline="always")
@@ -447,51 +378,6 @@ def _all_equal(rows_a, offsets_a, data_a, rows_b, offsets_b, data_b):
                 if differ[b]:
                     break
     return not differ.any()
-
-
-def _strings(array) -> tuple[np.ndarray, np.ndarray]:
-    """A pyarrow string (or large_string) array's offsets (int32 or int64 as they lie, one more
-    than its length: the compiled loops take either) and UTF-8 bytes."""
-    import pyarrow as pa
-
-    if not len(array):  # (its buffers may be absent)
-        return np.zeros(1, dtype=np.int64), np.zeros(0, dtype=np.uint8)
-    width = np.int64 if pa.types.is_large_string(array.type) else np.int32
-    offsets = np.frombuffer(array.buffers()[1], dtype=width, count=len(array) + 1,
-                            offset=array.offset * np.dtype(width).itemsize)
-    data = array.buffers()[2]
-    return offsets, np.zeros(0, dtype=np.uint8) if data is None else np.frombuffer(
-        data, dtype=np.uint8)
-
-
-@njit(cache=True, parallel=True)
-def _hash_rows(offsets, data):
-    """A 64-bit hash of each string, as int64: its length, then its bytes 8 at a time (at least
-    two words, the last zero-padded) mixed as MurmurHash3 mixes a block, then MurmurHash3's
-    finalizer. Equal strings hash equal; two different ones collide with a chance of about 2**-64
-    (and the hashed join checks every match against the ids themselves)."""
-    n = offsets.size - 1
-    out = np.empty(n, dtype=np.int64)
-    masks = _MASKS
-    blocks = min(64, n // 16384 + 1)
-    for b in prange(blocks):
-        for i in range(b * n // blocks, (b + 1) * n // blocks):
-            k = offsets[i]
-            length = offsets[i + 1] - k
-            h = np.uint64(length) * _M2
-            if length <= 16 and k + 16 <= data.size:  # two masked words, no branch on length
-                h = _mix(h, _word(data, k) & masks[min(length, 8)])
-                h = _mix(h, _word(data, k + 8) & masks[max(length - 8, 0)])
-            else:
-                for j in range(max(2, (length + 7) // 8)):
-                    h = _mix(h, _padded_word(data, k, length, j))
-            h ^= h >> np.uint64(33)
-            h *= np.uint64(0xFF51AFD7ED558CCD)
-            h ^= h >> np.uint64(33)
-            h *= np.uint64(0xC4CEB9FE1A85EC53)
-            h ^= h >> np.uint64(33)
-            out[i] = np.int64(h)
-    return out
 
 
 def _evaluate(columns: QrelsColumns, q, d, score, keys, key_code, jdoc, strings,

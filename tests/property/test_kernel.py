@@ -388,7 +388,11 @@ def test_string_ids_with_one_hash_are_scored_by_the_exact_numbers(monkeypatch, r
     def by_length(offsets, data):
         return np.diff(offsets).astype(np.int64)
 
+    from searcheval.metrics import hashing
+
+    # the run's ids (kernel) and the judgments' (hashing, when the Evaluator is built) alike
     monkeypatch.setattr(kernel, "_hash_rows", by_length)
+    monkeypatch.setattr(hashing, "_hash_rows", by_length)
     qrels = {"q1": {"ab": 2, "y": 1}}
     frame = pd.DataFrame(rows(run, "given", None), columns=["query_id", "doc_id", "score"])
     qrels_frame = pd.DataFrame(rows(qrels, "given", None), columns=["query_id", "doc_id", "grade"])
