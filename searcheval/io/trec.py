@@ -45,9 +45,6 @@ def powers_of_five() -> bytes:
     return np.array(words, dtype=np.uint64).tobytes()
 
 
-if _native is not None:
-    _native.set_powers_of_five(powers_of_five())
-
 if TYPE_CHECKING:
     from searcheval.types import Qrels, RankedRun, Run
 # the exact loaders' helpers (io.files, io.beir) are imported where they are used: `searcheval
@@ -476,6 +473,19 @@ def iter_run_chunks(path: str | Path, *, rows: int = FILE_CHUNK_ROWS) -> Iterato
         yield from _chunks(_run_batches(fh, path, rest=rest), rows, seen)
 
 
+_POWERS_SET = False  # the C parser holds the table of `powers_of_five`
+
+
+def native_parser():
+    """`_native`, its table of powers of five handed over once a process, on the first file
+    parsed rather than at import (None without the C module)."""
+    global _POWERS_SET
+    if _native is not None and not _POWERS_SET:
+        _native.set_powers_of_five(powers_of_five())
+        _POWERS_SET = True
+    return _native
+
+
 ROW_BYTES = 40  # a run line's bytes, about (`D18875150 1 0.998075`-shaped ids and scores: 35):
 # the C parser reads rows * ROW_BYTES at a time
 
@@ -485,6 +495,7 @@ def _native_chunks(fh, delimiter: str, block: int, seen: set[str]):
     (the unparsed tail of a block, its last query, moved to the front for the next). Returns
     None at the end of the file, or the bytes from the first line the C parser did not take
     (not in its plain shape) for pyarrow's reader to go on with."""
+    parser = native_parser()
     pa = _arrow()
     buffer = bytearray(block)
     view = memoryview(buffer)
@@ -502,7 +513,7 @@ def _native_chunks(fh, delimiter: str, block: int, seen: set[str]):
         stop = held if final else buffer.rfind(b"\n", 0, held) + 1
         if not stop and not final:
             continue  # a line longer than the buffer: read on
-        parsed = _native.parse_run_lines(view[:stop], final, ord(delimiter))
+        parsed = parser.parse_run_lines(view[:stop], final, ord(delimiter))
         if parsed is None:
             rest = bytes(view[:held])
             view.release()
