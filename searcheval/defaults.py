@@ -48,6 +48,11 @@ EMBED_BATCH = 2048  # texts per embedding task
 #: process's one model anyway; each held a database connection while it waited (22 at WANDS' size
 #: held 22 backends), and threads taking turns at torch each keep a team of OpenMP threads
 EMBED_TASKS_AT_ONCE = 1
+#: a collection of at least this many rows (resources, queries and judgments) is validated in a
+#: process of its own that exits after (validation.validate_collection(apart=True)): Great
+#: Expectations' ~250 MiB of modules would otherwise stay in the run's process through the
+#: embedding and the index (WANDS: 277k rows); a smaller one shares the process's import
+VALIDATE_APART_ROWS = 50_000
 
 # -- the ranges a run's options are checked against before any work (evaluation/preflight.py)
 MAX_TOLERANCE = 1.0  # a tolerance is an absolute drop of a metric in [0, 1]

@@ -21,7 +21,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NO_CACHE
 from prefect.states import Failed
 
-from searcheval import __version__
+from searcheval import __version__, defaults
 from searcheval.errors import AlertDeliveryError, InputError
 from searcheval.evaluation import compose, lookups, pipeline, provenance
 from searcheval.evaluation.alerts import Alert, post_webhook, webhook_url
@@ -176,8 +176,10 @@ def _validation_key(context, parameters) -> str:
 @task(cache_key_fn=_validation_key, cache_expiration=timedelta(days=1), persist_result=True)
 def validate(collection: Collection, max_age_days: int | None,
              min_per_category: int) -> ValidationReport:
+    rows = len(collection.resources) + len(collection.queries) + len(collection.judgments)
     return validate_collection(collection, max_age_days=max_age_days,
-                               min_per_category=min_per_category)
+                               min_per_category=min_per_category,
+                               apart=rows >= defaults.VALIDATE_APART_ROWS)
 
 
 @task(cache_policy=NO_CACHE, retry_condition_fn=not_refused_input, **IO_RETRIES)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 from collections import Counter
 import threading
 import warnings
@@ -181,10 +182,12 @@ def _import_gx():
     return gx
 
 
-def _validation_definitions() -> dict[str, Any]:
-    """One ValidationDefinition per suite on one ephemeral context, built once per process."""
+def _validation_definitions(directory: str | Path | None = None) -> dict[str, Any]:
+    """One ValidationDefinition per suite on one ephemeral context, built once per process from
+    the suites in `directory` (default: `expectations_dir()`)."""
     if "definitions" in _state:
         return _state["definitions"]
+    directory = Path(directory) if directory is not None else expectations_dir()
     gx = _import_gx()
     from great_expectations.data_context.types.base import ProgressBarsConfig
     from great_expectations.execution_engine import pandas_execution_engine
@@ -199,7 +202,7 @@ def _validation_definitions() -> dict[str, Any]:
     source = context.data_sources.add_pandas(name="searcheval")
     definitions = {}
     for name in SUITES:
-        suite = context.suites.add(load_suite_file(expectations_dir() / f"{name}.json"))
+        suite = context.suites.add(load_suite_file(directory / f"{name}.json"))
         batch = source.add_dataframe_asset(name=name).add_batch_definition_whole_dataframe(name)
         definitions[name] = context.validation_definitions.add(
             gx.ValidationDefinition(name=f"searcheval-{name}", data=batch, suite=suite)
@@ -439,6 +442,111 @@ def _findings(suite: str, result, file: str, rows: int) -> tuple[list[Finding], 
     return findings, stale_rows
 
 
+# --------------------------------------------------------------------------- the suites, here or apart
+
+
+def _check_suites(frames: dict[str, Any], parameters: dict[str, Any], suites: list[str],
+                  files: dict[str, str], directory: str | None = None
+                  ) -> tuple[list[Finding], dict[str, list[dict[str, Any]]]]:
+    """Each of `suites` run over its frame: the findings, and the offending rows of each
+    stale-reason check."""
+    findings: list[Finding] = []
+    stale_rows: dict[str, list[dict[str, Any]]] = {}
+    with _lock:
+        _validation_definitions(directory)
+        for suite in suites:
+            result = _run_suite(suite, frames[suite], parameters)
+            found, stale = _findings(suite, result, files[suite], len(frames[suite]))
+            findings.extend(found)
+            stale_rows.update(stale)
+    return findings, stale_rows
+
+
+def serve_apart(directory: str) -> None:
+    """The process apart (`Apart`): GX imported and the suites built at once, while the caller
+    builds its frames; then one request read from stdin (pickled frames, parameters, suites,
+    files), its findings written to stdout (pickled ("ok", result) or ("error", exception)).
+    Anything GX prints goes to stderr, so stdout carries only the answer."""
+    import pickle
+
+    answer_to = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    try:
+        with _lock:
+            _validation_definitions(directory)
+        failed = None
+    except Exception as exc:  # a suite file GX refuses: answered once the request comes
+        failed = exc
+    try:
+        request = pickle.load(sys.stdin.buffer)
+    except EOFError:  # closed without a request
+        return
+    if failed is None:
+        try:
+            answer = ("ok", _check_suites(*request, directory))
+        except Exception as exc:
+            answer = ("error", exc)
+    else:
+        answer = ("error", failed)
+    pickle.dump(answer, answer_to, protocol=pickle.HIGHEST_PROTOCOL)
+    answer_to.flush()
+
+
+class Apart:
+    """A process of its own for Great Expectations (`validate_collection(apart=True)`), started as
+    this is built (a fresh interpreter running `serve_apart`: GX's import starts at once and
+    overlaps the caller's frames); `check` sends it the frames and reads the findings back;
+    `close` ends it. The suites' folder is resolved here and handed over, so the process reads
+    the same suites whatever its working folder or settings."""
+
+    def __init__(self) -> None:
+        import subprocess
+
+        self.directory = str(expectations_dir())
+        package_root = str(Path(__file__).resolve().parents[2])
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH"))
+                                            if p)
+        code = "import sys; from searcheval.evaluation.validation import serve_apart; " \
+               "serve_apart(sys.argv[1])"
+        self._process = subprocess.Popen([sys.executable, "-c", code, self.directory],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+
+    def check(self, frames: dict[str, Any], parameters: dict[str, Any], suites: list[str],
+              files: dict[str, str]) -> tuple[list[Finding], dict[str, list[dict[str, Any]]]]:
+        import pickle
+
+        process = self._process
+        try:
+            pickle.dump((frames, parameters, suites, files), process.stdin,
+                        protocol=pickle.HIGHEST_PROTOCOL)
+            process.stdin.close()
+            kind, value = pickle.load(process.stdout)
+        except (BrokenPipeError, EOFError, pickle.UnpicklingError) as exc:
+            code = process.wait()
+            raise RuntimeError(f"the validation process ended (exit {code}) before it "
+                               "answered: killed, or out of memory?") from exc
+        if kind == "error":
+            raise value
+        return value
+
+    def close(self) -> None:
+        """The process ended: it exits once it has answered, or on its closed stdin."""
+        import subprocess
+
+        process = self._process
+        if process.stdin is not None and not process.stdin.closed:
+            process.stdin.close()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        if process.stdout is not None:
+            process.stdout.close()
+
+
 # --------------------------------------------------------------------------- public API
 
 
@@ -473,6 +581,7 @@ def validate_collection(
     now: datetime | None = None,
     min_per_category: int = MIN_PER_CATEGORY,
     categories: tuple[str, ...] | None = None,
+    apart: bool = False,
 ) -> ValidationReport:
     """Check a collection against the suites in `expectations/`.
 
@@ -480,7 +589,26 @@ def validate_collection(
     reported, and left out of scoring by `fresh_judgments`). `categories` is the known category
     set (default: `default_categories(collection)`); `max_age_days=None` disables the age check.
     A judgment without `judged_at` (BEIR) is never too old nor changed after it was judged.
+
+    `apart=True`: Great Expectations is imported and run in a process of its own, which exits
+    before this returns (`Apart`), so its ~250 MiB of modules do not stay in this process for the
+    rest of a long run; its import overlaps building the frames here.
     """
+    apart = Apart() if apart else None
+    try:
+        return _validate(collection, max_age_days=max_age_days, now=now,
+                         min_per_category=min_per_category, categories=categories, apart=apart)
+    finally:
+        if apart is not None:
+            apart.close()
+            from searcheval import allocator
+
+            allocator.release()  # the frames' memory, kept by pyarrow's pool and the heap
+
+
+def _validate(collection: Collection, *, max_age_days: int | None, now: datetime | None,
+              min_per_category: int, categories: tuple[str, ...] | None,
+              apart: Apart | None) -> ValidationReport:
     now = _utc(now) if now is not None else datetime.now(timezone.utc)
     if categories is None:
         categories = default_categories(collection)
@@ -508,17 +636,13 @@ def validate_collection(
     }
     frames = {"catalog": catalog, "queries": queries, "query_categories": category_counts,
               "judgments": judgments}
-    findings: list[Finding] = []
-    stale_rows: dict[str, list[dict[str, Any]]] = {}
-    with _lock:
-        for suite in SUITES:
-            if suite == "catalog" and not collection.has_catalog:
-                continue  # the engine holds the documents: there is no catalog to check
-            result = _run_suite(suite, frames[suite], parameters)
-            found, stale = _findings(suite, result, _file_of(collection, suite),
-                                     len(frames[suite]))
-            findings.extend(found)
-            stale_rows.update(stale)
+    suites = [s for s in SUITES  # no catalog: the engine holds the documents, none to check
+              if s != "catalog" or collection.has_catalog]
+    files = {suite: _file_of(collection, suite) for suite in suites}
+    if apart is not None:
+        findings, stale_rows = apart.check(frames, parameters, suites, files)
+    else:
+        findings, stale_rows = _check_suites(frames, parameters, suites, files)
     findings.sort(key=lambda f: f.severity != "error")  # errors first, suite order kept
 
     stale: list[StaleJudgment] = []

@@ -317,6 +317,59 @@ def test_report_to_dict_is_json():
     assert data["queries"] == data["judged_queries"] == N_QUERIES
 
 
+# --------------------------------------------------------------------------- in a process apart
+
+APART = """
+import json, sys
+from datetime import datetime, timezone
+sys.path.insert(0, "tests/integration")
+from searcheval.evaluation.validation import validate_collection
+from test_validation import NOW, stale_collection
+report = validate_collection(stale_collection(), now=NOW, apart=True)
+print(json.dumps({"report": report.to_dict(), "gx": "great_expectations" in sys.modules}))
+"""
+
+
+def test_apart_gives_the_same_report_and_leaves_gx_out_of_the_process():
+    # the stale collection: a finding of each stale reason, with its rows (2 + 15 + 4)
+    expected = validate_collection(stale_collection(), now=NOW).to_dict()
+    assert expected["stale"]["count"] == 2 + N_QUERIES + 4
+    out = subprocess.run([sys.executable, "-c", APART], cwd=ROOT, capture_output=True,
+                         text=True, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["report"] == json.loads(json.dumps(expected))
+    assert got["gx"] is False  # imported and run in the process apart only
+
+
+def test_apart_refuses_a_broken_suite_file_naming_it(tmp_path, monkeypatch):
+    for name in validation.SUITES:
+        (tmp_path / f"{name}.json").write_text(
+            (ROOT / "expectations" / f"{name}.json").read_text())
+    bad = tmp_path / "judgments.json"
+    bad.write_text(json.dumps({"name": "judgments", "expectations": [
+        {"type": "expect_column_values_to_be_frobbed", "kwargs": {"column": "query_id"}}]}))
+    monkeypatch.setenv("SEARCHEVAL_EXPECTATIONS_DIR", str(tmp_path))
+    with pytest.raises(InputError, match="only 0 of 1 expectations") as err:
+        validate_collection(CLEAN, now=NOW, apart=True)
+    assert err.value.file == str(bad)
+
+
+def test_apart_that_dies_is_an_error_not_an_empty_report(monkeypatch):
+    # the process apart killed before it answers (out of memory, say): no findings is not "ok"
+    built = []
+    original = validation.Apart.__init__
+
+    def started(self):
+        original(self)
+        self._process.kill()
+        built.append(self)
+
+    monkeypatch.setattr(validation.Apart, "__init__", started)
+    with pytest.raises(RuntimeError, match="the validation process ended"):
+        validate_collection(CLEAN, now=NOW, apart=True)
+    assert built and built[0]._process.poll() is not None
+
+
 # --------------------------------------------------------------------------- suite files
 
 
