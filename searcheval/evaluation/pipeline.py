@@ -167,9 +167,9 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
     model, fingerprint = model_name(model_path), model_fingerprint(model_path)
     vectors = join_batches(texts, batches, model, fingerprint)
     progress.start("indexing", len(collection.resources), "documents")
-    documents = store.save_doc_vectors(conn, collection.catalog_id, model,
+    documents = store.save_doc_vectors(conn, collection.catalog_id, model,  # rows, not copied
                                        [r.id for r in collection.resources],
-                                       _matrix(vectors, [r.text for r in collection.resources]))
+                                       [vectors[r.text] for r in collection.resources])
     progress.advance("indexing", len(collection.resources))
     progress.finish("indexing")
     stats = {"model": model, "documents": documents,

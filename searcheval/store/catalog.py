@@ -148,21 +148,45 @@ def _as_array(vector: Any) -> np.ndarray:
 # --------------------------------------------------------------------------- document vectors
 
 
+def _vector_rows(ids: Sequence[str], vectors: np.ndarray | Sequence[np.ndarray]
+                 ) -> np.ndarray | list[np.ndarray]:
+    """`vectors` checked against `ids`: a 2-d array, or one 1-d float32 array per id, all of one
+    length and finite (rows of the embedding batches, written without being copied into one
+    matrix first: 43k documents x 384 dimensions are 63 MiB)."""
+    if isinstance(vectors, np.ndarray):
+        rows = np.asarray(vectors, dtype=np.float32)
+        if rows.ndim != 2 or rows.shape[0] != len(ids):
+            raise InputError(f"expected {len(ids)} vectors (one per id) as a 2-d array, got "
+                             f"shape {rows.shape}", field="vectors")
+        if len(ids) and not np.isfinite(rows).all():
+            raise InputError("expected finite vector components", field="vectors")
+        return rows
+    rows = list(vectors)
+    if len(rows) != len(ids):
+        raise InputError(f"expected {len(ids)} vectors (one per id), got {len(rows)}",
+                         field="vectors")
+    dims = rows[0].shape if rows else None
+    for i, row in enumerate(rows):
+        if not isinstance(row, np.ndarray) or row.dtype != np.float32 or row.ndim != 1 \
+                or row.shape != dims:
+            raise InputError(f"expected 1-d float32 vectors of one length, got "
+                             f"{getattr(row, 'shape', type(row).__name__)} at {i}",
+                             field=f"vectors[{i}]")
+        if not np.isfinite(row).all():
+            raise InputError("expected finite vector components", field=f"vectors[{i}]")
+    return rows
+
+
 def save_doc_vectors(conn: psycopg.Connection, catalog: str, model: str, ids: Sequence[str],
-                     vectors: np.ndarray) -> int:
-    """Make the document vectors of (`catalog`, `model`) exactly `ids` -> `vectors`, in one
-    transaction: rows of other ids are deleted, changed vectors replaced, equal ones left alone
-    (so the HNSW index is not churned by an unchanged catalog). Every id must be a resource of
-    the stored catalog. Returns the number of rows."""
+                     vectors: np.ndarray | Sequence[np.ndarray]) -> int:
+    """Make the document vectors of (`catalog`, `model`) exactly `ids` -> `vectors` (a 2-d array,
+    or one 1-d float32 array per id), in one transaction: rows of other ids are deleted, changed
+    vectors replaced, equal ones left alone (so the HNSW index is not churned by an unchanged
+    catalog). Every id must be a resource of the stored catalog. Returns the number of rows."""
     _check_catalog(catalog)
-    vectors = np.asarray(vectors, dtype=np.float32)
-    if vectors.ndim != 2 or vectors.shape[0] != len(ids):
-        raise InputError(f"expected {len(ids)} vectors (one per id) as a 2-d array, got shape "
-                         f"{vectors.shape}", field="vectors")
+    vectors = _vector_rows(ids, vectors)
     if len(set(ids)) != len(ids):
         raise InputError("expected distinct document ids", field="ids")
-    if len(ids) and not np.isfinite(vectors).all():
-        raise InputError("expected finite vector components", field="vectors")
     try:
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(sql.DELETE_DOC_VECTORS_NOT_IN,
