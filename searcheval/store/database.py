@@ -46,6 +46,13 @@ ENV_URL = "SEARCHEVAL_DATABASE_URL"
 PASSWORD_SECRET_ENV = "SEARCHEVAL_DATABASE_PASSWORD_SECRET"
 EMBEDDED_DIR = Path(".searcheval")
 EMBEDDED_PGDATA = EMBEDDED_DIR / "pg"
+#: the embedded server's settings (name: (environment variable, default)), applied with ALTER
+#: SYSTEM when its data folder is made. shared_buffers: Postgres' default 128MB is counted in the
+#: resident memory of every process that touches it (checkpointer, background writer and each
+#: busy backend: 370-490 MiB of a WANDS-size run's, 1.6 GiB sum), while the tables and the
+#: HNSW index are read from the OS's page cache either way; 32MB took that to 110-140 MiB, the
+#: cold index of 43k vectors from 95 s to 128 s and left searches as fast (issue #27)
+EMBEDDED_SETTINGS = {"shared_buffers": ("SEARCHEVAL_PG_SHARED_BUFFERS", "32MB")}
 
 _logger = logging.getLogger(__name__)
 
@@ -139,14 +146,36 @@ def start_embedded(pgdata: str | Path, *, keep_running: bool = True):
         return _start_embedded(pgserver, pgdata, keep_running)
 
 
+def embedded_settings() -> dict[str, str]:
+    """The server settings the embedded Postgres runs with (`EMBEDDED_SETTINGS`, each overridable
+    by its environment variable), checked: a value Postgres would refuse fails here, named."""
+    out = {}
+    for name, (env, default) in EMBEDDED_SETTINGS.items():
+        value = os.environ.get(env, default).strip()
+        if not re.fullmatch(r"\d+\s*(kB|MB|GB)", value):
+            raise DatabaseError(f"{env}={value!r}: expected a size such as 32MB or 1GB")
+        out[name] = value.replace(" ", "")
+    return out
+
+
 def _start_embedded(pgserver, pgdata: Path, keep_running: bool):
     cached = pgserver.PostgresServer._instances.get(pgdata.resolve())
     if cached is not None and not _still_serving(cached, pgdata):
         # stopped behind this process's back (stop_embedded, a crash, a reboot): start it again
         pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
+    wanted = embedded_settings()
+    cleanup = None if keep_running else "stop"
     try:
         with _file_lock(pgdata.with_name(pgdata.name + ".lock")):
-            return pgserver.get_server(pgdata, cleanup_mode=None if keep_running else "stop")
+            server = pgserver.get_server(pgdata, cleanup_mode=cleanup)
+            if _configured(pgdata) != wanted:
+                # a new data folder (or other settings asked for): written with ALTER SYSTEM,
+                # which a restart applies; once per folder, ~1 s
+                server.psql("".join(f"ALTER SYSTEM SET {name} = '{value}';\n"
+                                    for name, value in wanted.items()))
+                _pg_ctl_stop(pgserver, pgdata)
+                server = pgserver.get_server(pgdata, cleanup_mode=cleanup)
+            return server
     except (OSError, subprocess.SubprocessError, RuntimeError) as exc:
         log = pgdata / "log"
         raise DatabaseError(
@@ -167,6 +196,26 @@ def _still_serving(cached, pgdata: Path) -> bool:
         current.is_running()
 
 
+def _configured(pgdata: Path) -> dict[str, str]:
+    """The settings of EMBEDDED_SETTINGS that `postgresql.auto.conf` (ALTER SYSTEM's file) holds."""
+    try:
+        text = (pgdata / "postgresql.auto.conf").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    found = {}
+    for line in text.splitlines():
+        match = re.fullmatch(r"\s*(\w+)\s*=\s*'([^']*)'\s*", line)
+        if match and match.group(1) in EMBEDDED_SETTINGS:
+            found[match.group(1)] = match.group(2)
+    return found
+
+
+def _pg_ctl_stop(pgserver, pgdata: Path) -> None:
+    user = "pgserver" if os.geteuid() == 0 else None
+    pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+    pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
+
+
 def stop_embedded(pgdata: str | Path | None = None) -> bool:
     """Stop the embedded server whose data is in `pgdata` (default `.searcheval/pg` in the working
     directory). Returns False when it was not running."""
@@ -175,12 +224,10 @@ def stop_embedded(pgdata: str | Path | None = None) -> bool:
         return False
     pgserver = _import_pgserver()
     with _file_lock(pgdata.with_name(pgdata.name + ".lock")):
-        user = "pgserver" if os.geteuid() == 0 else None
         try:
-            pgserver.pg_ctl(["-w", "stop", "-m", "fast"], pgdata=pgdata, user=user)
+            _pg_ctl_stop(pgserver, pgdata)
         except subprocess.CalledProcessError:
             return False
-        pgserver.PostgresServer._instances.pop(pgdata.resolve(), None)
     return True
 
 

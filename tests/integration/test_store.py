@@ -250,6 +250,26 @@ def test_doc_vectors_are_replaced_and_follow_the_catalog(conn):
     assert [d for d, _ in store.dense_search(conn, "vec", "m", v[2], 10)] == ["a"]
 
 
+def test_doc_vectors_given_as_rows_are_stored_as_the_matrix_is(conn):
+    # the nightly hands the embedding batches' rows over without stacking them into one matrix
+    ids = [f"r{i}" for i in range(6)]
+    store.save_catalog(conn, "rows", [resource(i) for i in ids])
+    v = unit_vectors(6, seed=6)
+    assert store.save_doc_vectors(conn, "rows", "m", ids, list(v)) == 6
+    for i, doc in enumerate(ids):
+        hits = store.dense_search(conn, "rows", "m", v[i], 1, exact=True)
+        assert hits[0][0] == doc and hits[0][1] == pytest.approx(1.0, abs=1e-6)
+    refused = {"a float64 row": [v[0], v[1].astype(np.float64)],
+               "rows of two lengths": [v[0], v[1][:-1]],
+               "a non-finite component": [v[0], np.full(DIM, np.nan, dtype=np.float32)],
+               "one row short": [v[0]]}
+    for case, rows in refused.items():
+        with pytest.raises(InputError) as err:
+            store.save_doc_vectors(conn, "rows", "m", ids[:2], rows)
+        assert err.value.field in ("vectors", "vectors[1]"), case
+    assert store.count_doc_vectors(conn, "rows", "m", DIM) == 6  # nothing written by a refusal
+
+
 def test_doc_vectors_must_name_stored_resources(conn):
     store.save_catalog(conn, "fk", [resource("a")])
     with pytest.raises(InputError) as err:
@@ -439,12 +459,42 @@ def test_embedded_server_starts_once_for_two_processes_in_a_long_directory():
         assert len(str(socket_dir)) < 80 and not socket_dir.is_relative_to(cwd)
         with database.connect(url) as conn:
             assert database.applied_migrations(conn) == [m.version for m in database.migrations()]
+            # set on the new folder by whichever process made it, the other one waiting
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "32MB"
     finally:
         stopped = database.stop_embedded(cwd / ".searcheval" / "pg")
         shutil.rmtree(base, ignore_errors=True)
         if socket_dir is not None and socket_dir.is_dir() and not any(socket_dir.iterdir()):
             socket_dir.rmdir()  # pgserver's short socket directory, empty once stopped
     assert stopped
+
+
+def test_the_embedded_servers_shared_buffers_follow_the_setting_and_keep_the_data(monkeypatch):
+    base = Path(tempfile.mkdtemp(prefix="se-settings-", dir="/tmp"))
+    pgdata = base / "pg"
+    try:
+        monkeypatch.setenv("SEARCHEVAL_PG_SHARED_BUFFERS", "48MB")
+        server = database.start_embedded(pgdata, keep_running=False)
+        with database.connect(server.get_uri()) as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "48MB"
+            conn.execute("CREATE TABLE kept (x int)")
+            conn.execute("INSERT INTO kept VALUES (7)")
+        pid = server.get_postmaster_info().pid
+        assert database.start_embedded(pgdata, keep_running=False).get_postmaster_info().pid \
+            == pid  # the same settings: the running server, not restarted
+        monkeypatch.delenv("SEARCHEVAL_PG_SHARED_BUFFERS")  # the default, 32MB: restarted once
+        again = database.start_embedded(pgdata, keep_running=False)
+        assert again.get_postmaster_info().pid != pid
+        with database.connect(again.get_uri()) as conn:
+            assert conn.execute("SHOW shared_buffers").fetchone()[0] == "32MB"
+            assert conn.execute("SELECT x FROM kept").fetchall() == [(7,)]
+        monkeypatch.setenv("SEARCHEVAL_PG_SHARED_BUFFERS", "lots")
+        with pytest.raises(DatabaseError, match="SEARCHEVAL_PG_SHARED_BUFFERS='lots': expected "
+                                                "a size such as 32MB"):
+            database.start_embedded(pgdata, keep_running=False)
+    finally:
+        database.stop_embedded(pgdata)
+        shutil.rmtree(base, ignore_errors=True)
 
 
 def test_a_server_stopped_while_its_old_postmaster_still_exits_is_started_again():
