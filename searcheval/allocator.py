@@ -69,6 +69,29 @@ def keep_blocks(mmap_threshold: int, trim_threshold: int | None = None,
         return ok
 
 
+#: malloc heaps ("arenas") a searcheval process uses (its command line sets it before any thread
+#: starts, `limit_arenas`): by default glibc gives threads up to 8 per core, each keeping its own
+#: free pages; a cold WANDS nightly had nine, and its process grew by ~7 MiB a minute through the
+#: embedding
+ARENAS = 2
+
+
+def limit_arenas(arenas: int = ARENAS) -> bool:
+    """At most `arenas` malloc heaps for the process's threads (only ever lowered). glibc fixes
+    its limit when a thread first needs a new heap: this must run before the process starts
+    threads, or the heaps made by then stay. False where the C library is not glibc."""
+    with _lock:
+        libc = _glibc()
+        if libc is None:
+            return False
+        value = min(arenas, _set.get(M_ARENA_MAX, arenas))
+        if _set.get(M_ARENA_MAX) == value:
+            return True
+        ok = bool(libc.mallopt(M_ARENA_MAX, value))
+        _set[M_ARENA_MAX] = value
+        return ok
+
+
 def settings() -> dict[str, int]:
     """What this process has set, by name (tests and benchmarks read it)."""
     names = {M_TRIM_THRESHOLD: "trim_threshold", M_MMAP_THRESHOLD: "mmap_threshold",

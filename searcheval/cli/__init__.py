@@ -26,6 +26,7 @@ from searcheval.cli.common import (
     option_flags,
     refusal_line,
 )
+from searcheval import allocator
 from searcheval.errors import InputError, exit_code
 
 # Each command: the module that registers it and its `add_*` function, in `--help`'s order.
@@ -105,6 +106,7 @@ def quiet_defaults(environ=os.environ) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    allocator.limit_arenas()  # before Prefect, the model or the thread pools start any thread
     quiet_defaults()
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(only=invoked_command(argv))
