@@ -62,11 +62,17 @@ def keep_blocks(mmap_threshold: int, trim_threshold: int | None = None,
                 ok &= bool(libc.mallopt(option, value))
                 _set[option] = value
         if arena_max is not None:
-            value = min(arena_max, _set.get(M_ARENA_MAX, arena_max))
-            if _set.get(M_ARENA_MAX) != value:
-                ok &= bool(libc.mallopt(M_ARENA_MAX, value))
-                _set[M_ARENA_MAX] = value
+            ok &= _lower_arenas(libc, arena_max)
         return ok
+
+
+def _lower_arenas(libc, arenas: int) -> bool:
+    """M_ARENA_MAX set to `arenas` unless the process already asked for fewer (under _lock)."""
+    value = min(arenas, _set.get(M_ARENA_MAX, arenas))
+    if _set.get(M_ARENA_MAX) == value:
+        return True
+    _set[M_ARENA_MAX] = value
+    return bool(libc.mallopt(M_ARENA_MAX, value))
 
 
 #: malloc heaps ("arenas") a searcheval process uses (its command line sets it before any thread
@@ -82,14 +88,7 @@ def limit_arenas(arenas: int = ARENAS) -> bool:
     threads, or the heaps made by then stay. False where the C library is not glibc."""
     with _lock:
         libc = _glibc()
-        if libc is None:
-            return False
-        value = min(arenas, _set.get(M_ARENA_MAX, arenas))
-        if _set.get(M_ARENA_MAX) == value:
-            return True
-        ok = bool(libc.mallopt(M_ARENA_MAX, value))
-        _set[M_ARENA_MAX] = value
-        return ok
+        return libc is not None and _lower_arenas(libc, arenas)
 
 
 def settings() -> dict[str, int]:
