@@ -67,6 +67,36 @@ def test_products_queries_and_labels_load_with_their_fields(tmp_path):
     assert c.provenance["grade_map"].startswith("default")
 
 
+def test_repeated_ids_classes_and_field_values_are_one_object_each(tmp_path):
+    # a run keeps every product and label to its end: at WANDS' size the copies of repeated ids,
+    # classes and (column, value) pairs were ~150 MiB of the run's process
+    twin = PRODUCTS[0].replace("0\tsolid wood platform bed", "3\tlow platform bed").replace(
+        "overallwidth-sidetoside:64.7|color:brown", "color:white")
+    c = load_wands(write_sample(tmp_path / "wands",
+                                products=PRODUCT_HEADER + "".join(PRODUCTS) + twin))
+    bed, twin_bed = c.resources[0], c.resources[3]
+    assert twin_bed.id == "3" and twin_bed.tags == ("Beds",) and bed.tags is twin_bed.tags
+    shared = {name: value for (name, value) in bed.fields if (name, value) in twin_bed.fields}
+    assert shared == {"product_class": "Beds",
+                      "category hierarchy": "Furniture / Bedroom Furniture / Beds & Headboards / Beds",
+                      "rating_count": "15.0", "average_rating": "4.5", "review_count": "15.0"}
+    for pair in bed.fields:
+        twins = [other for other in twin_bed.fields if other == pair]
+        assert all(other is pair for other in twins), pair  # equal pairs: the same tuple
+    assert dict(twin_bed.fields)["product_features"] == "color:white"
+    # ids of more than one character (CPython keeps one object per 1-character string anyway)
+    products = PRODUCT_HEADER + "".join(PRODUCTS[:2]).replace("0\tsolid", "p100\tsolid").replace(
+        "1\tall-clad", "p200\tall-clad")
+    queries = "query_id\tquery\tquery_class\nq10\tsalon chair\t\nq20\tslow cooker\t\n"
+    labels = ("id\tquery_id\tproduct_id\tlabel\n0\tq10\tp100\tExact\n1\tq10\tp200\tPartial\n"
+              "2\tq20\tp100\tIrrelevant\n")
+    j = load_wands(write_sample(tmp_path / "ids", products=products, queries=queries,
+                                labels=labels)).judgments
+    assert [(x.query_id, x.doc_id, x.grade) for x in j] == [
+        ("q10", "p100", 3), ("q10", "p200", 1), ("q20", "p100", 0)]
+    assert j[0].query_id is j[1].query_id and j[0].doc_id is j[2].doc_id
+
+
 def test_the_grade_map_is_a_parameter_and_a_dataset_setting(tmp_path):
     paper = load_wands(write_sample(tmp_path / "a"), grade_map={"Exact": 2, "Partial": 1,
                                                                "Irrelevant": 0})
