@@ -180,7 +180,8 @@ class Effective:
     stale_pairs: dict[tuple[str, str], str]  # pairs whose every row is stale -> reason
     stale_by_judge: dict[str, dict[str, int]]  # judge -> reason -> stale latest rows
     judges: dict[str, int]  # judge -> pairs with a latest row of theirs (fresh or not)
-    latest: dict[tuple[str, str], dict[str, int]]  # pair -> {judge: latest fresh grade}
+    #: pair -> {judge: latest fresh grade}; read only: pairs with the same single grade share one
+    latest: dict[tuple[str, str], dict[str, int]]
     rows: int = 0
     sources: dict[tuple[str, str], str] = field(default_factory=dict)  # pair -> its rows' sources
     counted: str | tuple[str, ...] = "all"  # which stored rows counted (`source.counted_sources`)
@@ -260,6 +261,9 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
         lambda: {r: 0 for r in STALE_REASONS if r not in LOOKUP_REASONS})
     judges: Counter = Counter()
     latest_fresh: dict[tuple[str, str], dict[str, int]] = {}
+    # a pair one judge graded shares its {judge: grade} with every pair that judge gave the same
+    # grade (read only, as all of `latest`): WANDS' 233k labels otherwise kept 233k dicts (24 MiB)
+    one_grade: dict[tuple[str, int | None], dict[str, int | None]] = {}
     sources: dict[tuple[str, str], str] = {}
     for pair, by_judge in sorted(latest_by_judge(rows).items()):
         if len(by_judge) == 1:  # one judge (a dataset's own labels): nothing to combine
@@ -268,7 +272,7 @@ def effective_judgments(rows: list[JudgmentRow], rule: Rule, resources: list[Res
             reason = stale_reason(row, by_id.get(pair[1]), now=now, max_age_days=max_age_days,
                                   catalog=catalog, versions=versions.get(pair[1]))
             if reason is None:
-                latest_fresh[pair] = {judge: row.grade}
+                latest_fresh[pair] = one_grade.setdefault((judge, row.grade), {judge: row.grade})
             else:
                 stale_by_judge[judge][reason] = stale_by_judge[judge].get(reason, 0) + 1
             if row.grade is None or (rule.kind == "judge" and judge != rule.judge):

@@ -81,6 +81,22 @@ def test_a_re_judgment_adds_a_row_and_the_effective_grade_follows_the_rule():
     assert median.summary()["multiply_judged"] == 1 and median.summary()["rows"] == 4
 
 
+def test_pairs_one_judge_graded_alike_share_their_latest_grades():
+    # read-only {judge: grade} maps, one per (judge, grade): a WANDS-sized set kept 233k of them
+    rows = [row("q1", "d1", 2, "a"), row("q1", "d2", 2, "a"), row("q2", "d1", 0, "a"),
+            row("q2", "d2", 2, "b"), row("q3", "d1", 1, "a"), row("q3", "d1", 3, "b")]
+    eff = effective_judgments(rows, parse_rule("median"), [doc("d1"), doc("d2")], now=NOW)
+    latest = eff.latest
+    assert latest == {("q1", "d1"): {"a": 2}, ("q1", "d2"): {"a": 2}, ("q2", "d1"): {"a": 0},
+                      ("q2", "d2"): {"b": 2}, ("q3", "d1"): {"a": 1, "b": 3}}
+    assert latest[("q1", "d1")] is latest[("q1", "d2")]  # a said 2 of both
+    assert len({id(g) for g in latest.values()}) == 4  # a=2 shared; a=0, b=2, a+b apart
+    # median of 1 and 3: the lower middle, 1
+    assert eff.grades() == {("q1", "d1"): 2, ("q1", "d2"): 2, ("q2", "d1"): 0,
+                            ("q2", "d2"): 2, ("q3", "d1"): 1}
+    assert eff.summary()["multiply_judged"] == 1
+
+
 # --------------------------------------------------------------------------- staleness
 
 
