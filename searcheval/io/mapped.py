@@ -440,8 +440,12 @@ def _judgments(table: Table, spec: dict, labels: dict[str, int] | None,
     first: dict[tuple[str, str], int] = {}
     unit = table.where.unit
     top = 0
+    # one string object per distinct id: a run keeps these judgments to its end, and a table of
+    # labels repeats each query's id on every one of its rows
+    same: dict[str, str] = {}
     for position, (raw_q, raw_d, raw) in table.rows([q_col, d_col, g_col]):
         qid, doc = _text(raw_q), _text(raw_d)
+        qid, doc = same.setdefault(qid, qid), same.setdefault(doc, doc)
         grade = labels.get(_text(raw)) if labels is not None else _whole_grade(raw)
         if grade is None or not qid or not doc or grade < lo or (hi is not None and grade > hi) \
                 or qid not in query_ids:

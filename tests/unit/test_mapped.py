@@ -108,6 +108,15 @@ def test_every_format_gives_the_same_collection(tmp_path, fmt):
     assert set(c.sources) == {"mapping", "documents", "queries", "judgments"}
 
 
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_a_repeated_query_or_document_id_is_one_string(tmp_path, fmt):
+    # a run keeps the judgments to its end: one string per distinct id, not one per row
+    j = load_mapped(write_dataset(tmp_path / fmt, fmt)).judgments
+    assert [(x.query_id, x.doc_id) for x in j] == [(q, d) for q, d, _ in GRADES]
+    assert j[0].query_id is j[1].query_id  # q1 on rows 1 and 2
+    assert j[1].doc_id is j[2].doc_id  # B2 on rows 2 and 3
+
+
 def test_whole_number_grades_need_no_map_and_infer_the_scale(tmp_path):
     mapping = MAPPING.split("settings:")[0]
     path = write_dataset(tmp_path / "n", "csv", mapping,
