@@ -108,7 +108,8 @@ def load_products(path: str | Path) -> list[Resource]:
     first: dict[str, int] = {}
     # one object per distinct class list and (column, value) pair: a run keeps every product to
     # its end, and most of these repeat (a few hundred classes and categories, small counts)
-    same: dict = {}
+    class_tags: dict[str, tuple[str, ...]] = {}
+    field_pairs: dict[tuple[str, str], tuple[str, str]] = {}
     for line, cells in table:
         pid = table.required(cells, "product_id", line)
         if pid in first:
@@ -118,15 +119,15 @@ def load_products(path: str | Path) -> list[Resource]:
         for name in numbers:
             _number(cells[table.index[name]], path, line, name)
         classes = table.cell(cells, "product_class") if has_class else ""
-        tags = same.get(classes)
+        tags = class_tags.get(classes)
         if tags is None:
-            tags = same[classes] = tuple(c.strip() for c in classes.split("|") if c.strip())
+            tags = class_tags[classes] = tuple(c.strip() for c in classes.split("|") if c.strip())
         resources.append(Resource(
             id=pid,
             name=table.cell(cells, "product_name").strip(),
             description=table.cell(cells, "product_description").strip() if has_description else "",
             tags=tags,
-            fields=tuple(same.setdefault(pair, pair) for pair in
+            fields=tuple(field_pairs.setdefault(pair, pair) for pair in
                          ((name, cells[table.index[name]].strip()) for name in kept)
                          if pair[1]),
         ))
