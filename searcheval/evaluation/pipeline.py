@@ -59,6 +59,7 @@ class Embedded:
     query_vectors: np.ndarray
     stats: dict  # {"model", "embedded", "from_cache", "documents"}
     seconds: float = 0.0  # time of the embedding batches (cache look-ups and model included)
+    model_seconds: float = 0.0  # of it, the batches' time in the model itself, summed
 
 
 def new_run_id(now: datetime | None = None) -> str:
@@ -82,6 +83,7 @@ class EmbeddedTexts:
     from_cache: int  # distinct texts found in the cache
     seconds: float = 0.0  # time of this batch, cache look-ups and model included
     started: float = 0.0  # when it started (epoch seconds): batches may run side by side
+    model_seconds: float = 0.0  # of `seconds`, the time in the model itself (CachedEmbedder)
 
 
 def _whole(value: object, at_least: int, field: str) -> int:
@@ -117,7 +119,8 @@ def embed_texts(conn: psycopg.Connection, texts: list[str],
     embedder = CachedEmbedder(conn, model_path)
     vectors = embedder.embed(texts)
     return EmbeddedTexts(embedder.model, embedder.fingerprint, vectors, embedder.embedded,
-                         embedder.from_cache, time.perf_counter() - started, wall)
+                         embedder.from_cache, time.perf_counter() - started, wall,
+                         embedder.model_seconds)
 
 
 def embedding_seconds(batches: list[EmbeddedTexts]) -> float:
@@ -176,7 +179,8 @@ def index_collection(conn: psycopg.Connection, collection: Collection, texts: li
              "embedded": sum(b.embedded for b in batches),
              "from_cache": sum(b.from_cache for b in batches)}
     return Embedded(model=model, query_vectors=_matrix(vectors, [q.text for q in collection.queries]),
-                    stats=stats, seconds=embedding_seconds(batches))
+                    stats=stats, seconds=embedding_seconds(batches),
+                    model_seconds=sum(b.model_seconds for b in batches))
 
 
 @dataclass
@@ -869,7 +873,10 @@ def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
     run * per_embedded_document (for a configuration that reads vectors; cache hits cost
     nothing). Per query: the run's cost over the queries it ran. A configuration without prices
     has a cost of None, and its usage is shown all the same. `embedding`: the documents and
-    queries embedded this run and the time it took."""
+    queries embedded this run, the time it took (`seconds`: from the first batch's start to the
+    last one's end) and, of it, the time in the model itself (`model_seconds`: summed over the
+    batches, which take turns at a process's model; on Dask workers side by side it can pass
+    `seconds`)."""
     from searcheval.rankers.registry import needs_database
 
     out = {}
@@ -892,7 +899,8 @@ def costs(runs: dict[str, RankedRun], configurations: list[Configuration],
     return {"configurations": out,
             "embedding": {"embedded": int(embedded.stats.get("embedded", 0)),
                           "from_cache": int(embedded.stats.get("from_cache", 0)),
-                          "seconds": embedded.seconds}}
+                          "seconds": embedded.seconds,
+                          "model_seconds": embedded.model_seconds}}
 
 
 def not_embedded(collection: Collection, model_path: str | None = None) -> Embedded:

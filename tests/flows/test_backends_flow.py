@@ -190,7 +190,8 @@ def test_every_run_records_what_ran(flow_env, tmp_path):
     assert cost["per_run"] == pytest.approx(15 / 1000 * 2)
     assert cost["per_query"] == pytest.approx(15 / 1000 * 2 / 15)
     # nothing read vectors: nothing was embedded, in no time
-    assert metrics["cost"]["embedding"] == {"embedded": 0, "from_cache": 0, "seconds": 0.0}
+    assert metrics["cost"]["embedding"] == {"embedded": 0, "from_cache": 0, "seconds": 0.0,
+                                           "model_seconds": 0.0}
     from searcheval.rankers.configs import load_configurations
 
     shipped = load_configurations(ROOT / "configurations.yaml")

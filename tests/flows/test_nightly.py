@@ -55,6 +55,10 @@ def test_a_passing_run_publishes_everything(first_run, flow_env, capsys):
     assert metrics["embeddings"]["model"] == "all-MiniLM-L6-v2"
     # 18 resource texts + 15 query texts reached the model: the database was new
     assert metrics["embeddings"]["embedded"] == 18 + 15
+    # the time in the model is part of the embedding stage's time, never more (one process: the
+    # batches take turns at its model)
+    spent = metrics["cost"]["embedding"]
+    assert 0 < spent["model_seconds"] <= spent["seconds"]
     # the files DESIGN.md fixes
     assert sorted(p.name for p in (out / "runs").iterdir()) == ["bm25.trec", "dense.trec",
                                                                  "fused.trec"]
@@ -127,6 +131,7 @@ def test_second_run_on_an_unchanged_catalog_embeds_nothing(first_run, flow_env, 
     assert doc["embeddings"]["embedded"] == 0
     assert doc["embeddings"]["from_cache"] == 18 + 15
     assert embeddings.load_count == loads
+    assert doc["cost"]["embedding"]["model_seconds"] == 0.0  # the model never ran
     # diffed against the previous run of the fixtures (the module's first): nothing changed
     first_id = first_run[1]["run_id"]
     assert doc["diff"]["a"]["run_id"] == first_id and doc["diff"]["b"]["run_id"] == doc["run_id"]

@@ -50,7 +50,10 @@ def test_index_documents_embeds_each_document_once(conn, indexed):
     embedder, counts = indexed
     assert counts == {"model": "all-MiniLM-L6-v2", "documents": len(CATALOG),
                       "embedded": len(CATALOG), "from_cache": 0}
-    again = dense.index_documents(conn, "tiny", CachedEmbedder(conn), CATALOG)
+    assert embedder.model_seconds > 0  # the texts reached the model
+    cached = CachedEmbedder(conn)
+    again = dense.index_documents(conn, "tiny", cached, CATALOG)
+    assert cached.model_seconds == 0.0  # every text came from the cache
     assert again == {"model": "all-MiniLM-L6-v2", "documents": len(CATALOG), "embedded": 0,
                      "from_cache": len(CATALOG)}
 
