@@ -158,6 +158,16 @@ def flow_run_times(api_url: str, flow_run_id: str) -> dict:
             "tasks": tasks}
 
 
+def embed_batches(flow: dict | None) -> list[tuple[float, float]]:
+    """(start, end) of each embedding batch's task run (`embed-N`), in the order of N; empty
+    without the flow run's times."""
+    if flow is None:
+        return []
+    numbered = [(int(name.split("-")[1]), a, b) for name, a, b in flow["tasks"]
+                if name.startswith("embed-") and name.split("-")[1].isdigit()]
+    return [(a, b) for _, a, b in sorted(numbered)]
+
+
 def task_stage(name: str) -> str:
     """The stage of a task run by its name (TASK_STAGES), `other_tasks` for any other."""
     base = name.split("-", 1)[0] if name.startswith(("run-", "embed-")) else name.rsplit("-", 1)[0]
@@ -216,8 +226,10 @@ def pass_figure(work: Path, output: Path, timings: Path, start: float, end: floa
         flow = flow_run_times(kept.api_url, metrics["flow_run_id"])
     return {"wall_s": end - start,
             "stages": stages(start, end, read_marks(timings), flow),
+            "embed_batches": embed_batches(flow),
             "embeddings": metrics.get("embeddings", {}),
-            "embedding_s": (metrics.get("cost") or {}).get("embedding", {}).get("seconds")}
+            "embedding_s": (metrics.get("cost") or {}).get("embedding", {}).get("seconds"),
+            "model_s": (metrics.get("cost") or {}).get("embedding", {}).get("model_seconds")}
 
 
 # --------------------------------------------------------------------------- the benchmark

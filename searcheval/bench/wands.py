@@ -75,6 +75,27 @@ def _children() -> dict[int, list[int]]:
     return out
 
 
+def _cpu_ticks(pid: int) -> int:
+    """User and system CPU of a process so far, in clock ticks (0 when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            stat = fh.read()
+    except OSError:
+        return 0
+    fields = stat[stat.rindex(b")") + 2:].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime: the 14th and 15th of proc(5)
+
+
+def machine_ticks() -> tuple[int, int]:
+    """(busy, stolen) clock ticks of the whole machine so far, from /proc/stat's `cpu` line:
+    busy is user, nice, system, irq and softirq; stolen is the time the hypervisor gave this
+    machine's CPUs to another (0 where not reported)."""
+    with open("/proc/stat", "rb") as fh:
+        values = [int(v) for v in fh.readline().split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq = values[:7]
+    return user + nice + system + irq + softirq, (values[7] if len(values) > 7 else 0)
+
+
 def _memory(pid: int) -> tuple[int, int]:
     """(RSS, PSS) of a process in bytes, (0, 0) when it is gone."""
     rss = pss = 0
@@ -94,7 +115,8 @@ class TreeMemory:
     """Samples, on a thread, the summed memory of `root`'s process tree and of `also` (the pids
     of servers a run uses without starting them) and their trees. A process once seen in the
     tree is counted while it lives, also after it was reparented (a server started in the
-    background)."""
+    background). Beside it, the CPU those processes used while sampled (`.cpu_ticks`: each
+    process's last sample; a process's CPU between its last sample and its end is missed)."""
 
     def __init__(self, root: int, also: tuple[int, ...] = (), interval: float = SAMPLE_S,
                  servers=None):
@@ -105,6 +127,9 @@ class TreeMemory:
         self.interval = interval
         self.seen: set[int] = set()
         self.peak_rss = self.peak_pss = 0
+        self._first = True
+        self._start_ticks: dict[int, int] = {}  # a server's CPU before the pass is not its own
+        self._ticks: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -123,8 +148,21 @@ class TreeMemory:
             r, p = _memory(pid)
             if r == 0:
                 self.seen.discard(pid)
+                continue
+            ticks = _cpu_ticks(pid)
+            # what ran before the first sample (the servers a warm pass finds) counts from there
+            before = ticks if self._first and pid != self.roots[0] else 0
+            self._start_ticks.setdefault(pid, before)
+            self._ticks[pid] = max(self._ticks.get(pid, 0), ticks)
             rss, pss = rss + r, pss + p
+        self._first = False
         self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
+
+    @property
+    def cpu_ticks(self) -> int:
+        """CPU clock ticks the sampled processes used since they were first seen (a server the
+        pass found running: since then)."""
+        return sum(t - self._start_ticks.get(pid, 0) for pid, t in self._ticks.items())
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -158,20 +196,29 @@ def _server_pids(work: Path) -> tuple[int, ...]:
 
 
 def run_measured(command: list[str], cwd: Path, env: dict[str, str], work: Path) -> dict:
-    """Run `command` to its end; its wall time, start and end (epoch) and the peak memory of its
-    tree (TreeMemory)."""
+    """Run `command` to its end; its wall time, start and end (epoch), the peak memory of its
+    tree (TreeMemory) and the CPU seconds meanwhile: of its tree and servers (`own_s`), of every
+    other process on the machine (`others_s`: the machine's busy time less its own; the
+    benchmark's sampler among them), and stolen by the hypervisor (`stolen_s`). On a shared
+    machine the last two say whether a slow pass was the code or its neighbours."""
     also = _server_pids(work)
+    busy, stolen = machine_ticks()
     start = time.time()
     process = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True)
     with TreeMemory(process.pid, also, servers=lambda: _server_pids(work)) as memory:
         stdout, stderr = process.communicate(timeout=3 * 3600)
     end = time.time()
+    busy_end, stolen_end = machine_ticks()
+    tick = os.sysconf("SC_CLK_TCK")
+    own = memory.cpu_ticks / tick
     if process.returncode not in (0, 1):  # 1: the gate tripped, a finished run all the same
         raise RuntimeError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
                            f"{stderr.strip()[-1500:]}")
     return {"start": start, "end": end, "wall_s": end - start, "stdout": stdout,
-            "peak_rss": memory.peak_rss, "peak_pss": memory.peak_pss}
+            "peak_rss": memory.peak_rss, "peak_pss": memory.peak_pss,
+            "cpu": {"own_s": own, "others_s": max(0.0, (busy_end - busy) / tick - own),
+                    "stolen_s": (stolen_end - stolen) / tick}}
 
 
 # --------------------------------------------------------------------------- the benchmark
@@ -245,6 +292,7 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
                 done = run_measured([sys.executable, "-c", RAW_SCRIPT, str(spec)], work, env,
                                     work)
                 figures["raw"] = {"wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
+                                  "cpu": done["cpu"],
                                   **json.loads(done["stdout"].strip().splitlines()[-1])}
                 spec.unlink()
             command = [*_searcheval(), "run", "--dataset", str(folder), "--output",
@@ -258,7 +306,7 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
                 done = run_measured(command, work, {**env, TIMINGS: str(timings)}, work)
                 figure = {**pass_figure(work, base / "out", timings, done["start"], done["end"]),
                           "wall_s": done["wall_s"], "peak_rss": done["peak_rss"],
-                          "peak_pss": done["peak_pss"]}
+                          "peak_pss": done["peak_pss"], "cpu": done["cpu"]}
                 if label == "warm":
                     figures["warm"].append(figure)
                 else:
@@ -274,6 +322,19 @@ def benchmark_wands(*, dataset: str | Path | None = None, products: int = 42_994
 
     report(figures, warm_runs=warm_runs, embeds=embeds, stage_names=STAGE_NAMES, out=out)
     return figures
+
+
+def batch_line(batches: list[tuple[float, float]]) -> str:
+    """The embedding batches' task runs in one line: their count, the first's, median and last
+    one's seconds, the means of the first and second half (does a batch slow down as the run
+    goes?) and the time between them (the engine starting the next)."""
+    each = [b - a for a, b in batches]
+    half = len(each) // 2
+    between = sum(max(0.0, nxt[0] - cur[1]) for cur, nxt in zip(batches, batches[1:]))
+    return (f"{len(each)} batches (task runs, seconds): the first {each[0]:.1f}, median "
+            f"{statistics.median(each):.1f}, the last {each[-1]:.1f}; the first half "
+            f"{statistics.mean(each[:half]):.1f} on average, the second "
+            f"{statistics.mean(each[half:]):.1f}; {between:.1f} s between them in all")
 
 
 SEARCHABLE_NOTE = "6,000-word vocabulary, queries from relevant products' names"
@@ -329,6 +390,18 @@ def report(figures: dict, *, warm_runs: int, embeds: bool, stage_names: dict, ou
     out(f"| {'whole process':<52} | {sum(cold['stages'].values()):>8.2f} | "
         f"{sum(median_warm['stages'].values()):>8.2f} |")
     out("")
+    passes = ([("raw sentence-transformers", raw)] if raw else []) + [("searcheval run, cold", cold)] \
+        + [(f"searcheval run, warm {i}", w) for i, w in enumerate(warms, 1)]
+    if all(figure.get("cpu") for _, figure in passes):
+        out("CPU meanwhile (seconds of a core; 2 cores give 2 per second): the pass's processes, "
+            "every other process, stolen by the hypervisor")
+        out(f"| {'pass':<32} | {'wall':>8} | {'its own':>8} | {'others':>8} | {'stolen':>8} |")
+        out(f"| {'-' * 32} | {'-' * 8}:| {'-' * 8}:| {'-' * 8}:| {'-' * 8}:|")
+        for name, figure in passes:
+            cpu = figure["cpu"]
+            out(f"| {name:<32} | {figure['wall_s']:>8.1f} | {cpu['own_s']:>8.1f} | "
+                f"{cpu['others_s']:>8.1f} | {cpu['stolen_s']:>8.1f} |")
+        out("")
     goals = {
         "warm": warm_s < GOAL_WARM_S,
         "validate": validate_s is not None and validate_s < GOAL_VALIDATE_S,
@@ -365,6 +438,15 @@ def report(figures: dict, *, warm_runs: int, embeds: bool, stage_names: dict, ou
         out(f"goal: cold embedding within {GOAL_EMBED_RATIO}x of raw sentence-transformers: "
             f"{cold['embedding_s']:.1f} s against {raw['encode_s']:.1f} s, {ratio:.2f}x "
             f"({embedded} texts): {'met' if goals['embedding'] else 'MISSED'}")
+        model_s = cold.get("model_s")
+        if model_s:
+            figures["model_ratio"] = model_s / raw["encode_s"]
+            out(f"  of its {cold['embedding_s']:.1f} s: {model_s:.1f} s in the model "
+                f"({figures['model_ratio']:.2f}x raw), {cold['embedding_s'] - model_s:.1f} s "
+                "around it (cache look-ups and writes, the engine between the batches)")
+        batches = cold.get("embed_batches") or []
+        if len(batches) > 1:
+            out("  " + batch_line(batches))
     out(f"the kept server stopped, no process left: "
         f"{'yes' if figures['server_stopped'] else 'NO'}")
     try:

@@ -31,6 +31,17 @@ def test_the_peak_memory_counts_the_children_of_the_tree(tmp_path):
     assert 1.4 < done["wall_s"] < 30
 
 
+def test_the_cpu_of_the_tree_is_its_own_and_the_rest_is_the_machine_s(tmp_path):
+    # a child spins until it has used 1.2 s of CPU (its own clock, not the wall's): the pass
+    # counts at least the 1.0 s sampled before its last 0.2 s, and no more than it could use
+    spin = ("import time\nwhile time.process_time() < 1.2:\n    pass\ntime.sleep(0.5)")
+    parent = f"import subprocess, sys; subprocess.run([sys.executable, '-c', {spin!r}])"
+    done = run_measured([sys.executable, "-c", parent], tmp_path, {}, tmp_path)
+    cpu = done["cpu"]
+    assert 1.0 <= cpu["own_s"] <= 2 * done["wall_s"], (cpu, done["wall_s"])
+    assert cpu["others_s"] >= 0 and cpu["stolen_s"] >= 0
+
+
 def test_a_process_alone_is_measured_alone():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
     try:
@@ -65,10 +76,11 @@ def test_a_server_that_left_the_tree_is_counted_once_named():
         holder.wait()
 
 
-def _run(wall, validate, peak, embedded=0, embedding_s=None):
+def _run(wall, validate, peak, embedded=0, embedding_s=None, model_s=None, cpu=None):
     stages = {"start": 0.1, "validate": validate, "flow_steps": wall - 0.1 - validate}
     return {"wall_s": wall, "peak_rss": peak, "peak_pss": peak // 2, "stages": stages,
-            "embeddings": {"embedded": embedded}, "embedding_s": embedding_s}
+            "embeddings": {"embedded": embedded}, "embedding_s": embedding_s,
+            "model_s": model_s, "cpu": cpu}
 
 
 def test_the_goals_follow_the_figures():
@@ -92,3 +104,32 @@ def test_the_goals_follow_the_figures():
     assert "the validation step under 5 s: 5.50 s" in text and "MISSED" in text
     assert "peak memory under 2 GiB: 3072 MiB" in text
     assert "1.20x (100 texts): MISSED" in text
+
+
+def test_the_report_splits_the_embedding_and_shows_what_the_machine_did_meanwhile():
+    lines: list[str] = []
+    cpu = {"own_s": 170.0, "others_s": 12.5, "stolen_s": 3.0}
+    figures = {"texts": 100, "server_stopped": True,
+               "raw": {"encode_s": 80.0, "wall_s": 88.0, "peak_rss": 2**29,
+                       "cpu": {"own_s": 160.0, "others_s": 1.5, "stolen_s": 0.0}},
+               "cold": {**_run(120.0, 4.0, 2**30, 100, 86.0, 82.0, cpu),
+                        # four batches of 20, 21, 22 and 22.5 s, 0.5 s apart each
+                        "embed_batches": [(0.0, 20.0), (20.5, 41.5), (42.0, 64.0),
+                                          (64.5, 87.0)]},
+               "warm": [_run(20.0, 0.0, 2**30, cpu={"own_s": 25.0, "others_s": 0.5,
+                                                     "stolen_s": 0.0})]}
+    report(figures, warm_runs=1, embeds=True, stage_names=STAGE_NAMES, out=lines.append)
+    text = "\n".join(lines)
+    # 86 / 80 = 1.075 for the goal; 82 / 80 = 1.025 in the model; 86 - 82 = 4.0 s around it
+    assert "86.0 s against 80.0 s, 1.07x (100 texts): met" in text
+    assert "of its 86.0 s: 82.0 s in the model (1.02x raw), 4.0 s around it" in text
+    assert figures["model_ratio"] == 82.0 / 80.0
+    # median of 20, 21, 22, 22.5: 21.5; halves (20 + 21) / 2 and (22 + 22.5) / 2; 3 x 0.5 s
+    assert ("4 batches (task runs, seconds): the first 20.0, median 21.5, the last 22.5; the "
+            "first half 20.5 on average, the second 22.2; 1.5 s between them in all") in text
+    assert "| raw sentence-transformers        |     88.0 |    160.0 |      1.5 |      0.0 |" \
+        in lines
+    assert "| searcheval run, cold             |    120.0 |    170.0 |     12.5 |      3.0 |" \
+        in lines
+    assert "| searcheval run, warm 1           |     20.0 |     25.0 |      0.5 |      0.0 |" \
+        in lines
