@@ -27,6 +27,12 @@ daemonizes (its parent becomes pid 1) and was left out of the cold runs' peaks b
 sum of RSS counts a page two processes share twice (Postgres' shared buffers), so it is an upper
 bound; the sum of PSS, which shares it out, is printed beside it.
 
+The cold embedding is split into the time in the model (`cost.embedding.model_seconds` of the run's
+metrics.json, the measure raw's `encode` call is), the time around it, and its batches' task runs
+one by one. Each pass's CPU is shown beside what every other process on the machine used and
+what the hypervisor stole meanwhile (/proc/stat): on a shared machine, a pass 10% slower than
+its reference with 200 s of its neighbours' CPU beside it is not a slower code.
+
 Goals (issue #27): warm end to end under 60 s, the validation step under 5 s (the cold run's
 validate task: the warm run's is served from the cache), peak memory under 2 GB, the cold
 embedding within 1.1x of raw sentence-transformers on the same texts.
