@@ -92,6 +92,19 @@ def _cpu_ticks(pid: int) -> int:
     return int(fields[11]) + int(fields[12])  # utime, stime: the 14th and 15th of proc(5)
 
 
+def _role(pid: int, root: int) -> str:
+    """"process" for the measured process itself, "postgres" for a Postgres process, "rest"
+    for any other of its tree and servers (the Prefect server, the validation's process)."""
+    if pid == root:
+        return "process"
+    try:
+        with open(f"/proc/{pid}/comm", "rb") as fh:
+            name = fh.read().strip()
+    except OSError:
+        return "rest"
+    return "postgres" if name.startswith(b"postgres") else "rest"
+
+
 def machine_ticks() -> tuple[int, int]:
     """(busy, stolen) clock ticks of the whole machine so far, from /proc/stat's `cpu` line:
     busy is user, nice, system, irq and softirq; stolen is the time the hypervisor gave this
@@ -121,7 +134,7 @@ class TreeMemory:
     """Samples, on a thread, the summed memory of `root`'s process tree and of `also` (the pids
     of servers a run uses without starting them) and their trees. A process once seen in the
     tree is counted while it lives, also after it was reparented (a server started in the
-    background). Beside it, the CPU those processes used while sampled (`.cpu_ticks`: each
+    background). Beside it, the CPU those processes used while sampled (`.cpu_ticks()`: each
     process's last sample; a process's CPU between its last sample and its end is missed)."""
 
     def __init__(self, root: int, also: tuple[int, ...] = (), interval: float = SAMPLE_S,
@@ -136,6 +149,7 @@ class TreeMemory:
         self._first = True
         self._start_ticks: dict[int, int] = {}  # a server's CPU before the pass is not its own
         self._ticks: dict[int, int] = {}
+        self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -159,16 +173,19 @@ class TreeMemory:
             # what ran before the first sample (the servers a warm pass finds) counts from there
             before = ticks if self._first and pid != self.roots[0] else 0
             self._start_ticks.setdefault(pid, before)
+            if pid not in self._roles:
+                self._roles[pid] = _role(pid, self.roots[0])
             self._ticks[pid] = max(self._ticks.get(pid, 0), ticks)
             rss, pss = rss + r, pss + p
         self._first = False
         self.peak_rss, self.peak_pss = max(self.peak_rss, rss), max(self.peak_pss, pss)
 
-    @property
-    def cpu_ticks(self) -> int:
-        """CPU clock ticks the sampled processes used since they were first seen (a server the
-        pass found running: since then)."""
-        return sum(t - self._start_ticks.get(pid, 0) for pid, t in self._ticks.items())
+    def cpu_ticks(self, role: str | None = None) -> int:
+        """CPU clock ticks the sampled processes (of `role`: "process", the root; "postgres";
+        "rest", every other) used since they were first seen (a server the pass found
+        running: since then)."""
+        return sum(t - self._start_ticks.get(pid, 0) for pid, t in self._ticks.items()
+                   if role is None or self._roles.get(pid) == role)
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -203,7 +220,8 @@ def _server_pids(work: Path) -> tuple[int, ...]:
 
 def run_measured(command: list[str], cwd: Path, env: dict[str, str], work: Path) -> dict:
     """Run `command` to its end; its wall time, start and end (epoch), the peak memory of its
-    tree (TreeMemory) and the CPU seconds meanwhile: of its tree and servers (`own_s`), of every
+    tree (TreeMemory) and the CPU seconds meanwhile: of its tree and servers (`own_s`: the
+    process itself `process_s`, Postgres `postgres_s`, the rest `rest_s`), of every
     other process on the machine (`others_s`: the machine's busy time less its own; the
     benchmark's sampler among them), and stolen by the hypervisor (`stolen_s`). On a shared
     machine the last two say whether a slow pass was the code or its neighbours."""
@@ -217,13 +235,16 @@ def run_measured(command: list[str], cwd: Path, env: dict[str, str], work: Path)
     end = time.time()
     busy_end, stolen_end = machine_ticks()
     tick = os.sysconf("SC_CLK_TCK")
-    own = memory.cpu_ticks / tick
+    own = memory.cpu_ticks() / tick
     if process.returncode not in (0, 1):  # 1: the gate tripped, a finished run all the same
         raise RuntimeError(f"{' '.join(command[:3])} failed (exit {process.returncode}): "
                            f"{stderr.strip()[-1500:]}")
     return {"start": start, "end": end, "wall_s": end - start, "stdout": stdout,
             "peak_rss": memory.peak_rss, "peak_pss": memory.peak_pss,
-            "cpu": {"own_s": own, "others_s": max(0.0, (busy_end - busy) / tick - own),
+            "cpu": {"own_s": own, "process_s": memory.cpu_ticks("process") / tick,
+                    "postgres_s": memory.cpu_ticks("postgres") / tick,
+                    "rest_s": memory.cpu_ticks("rest") / tick,
+                    "others_s": max(0.0, (busy_end - busy) / tick - own),
                     "stolen_s": (stolen_end - stolen) / tick}}
 
 
@@ -396,17 +417,22 @@ def report(figures: dict, *, warm_runs: int, embeds: bool, stage_names: dict, ou
     out(f"| {'whole process':<52} | {sum(cold['stages'].values()):>8.2f} | "
         f"{sum(median_warm['stages'].values()):>8.2f} |")
     out("")
-    passes = ([("raw sentence-transformers", raw)] if raw else []) + [("searcheval run, cold", cold)] \
-        + [(f"searcheval run, warm {i}", w) for i, w in enumerate(warms, 1)]
+    passes = [*([("raw sentence-transformers", raw)] if raw else []),
+              ("searcheval run, cold", cold),
+              *((f"searcheval run, warm {i}", w) for i, w in enumerate(warms, 1))]
     if all(figure.get("cpu") for _, figure in passes):
-        out("CPU meanwhile (seconds of a core; 2 cores give 2 per second): the pass's processes, "
-            "every other process, stolen by the hypervisor")
-        out(f"| {'pass':<32} | {'wall':>8} | {'its own':>8} | {'others':>8} | {'stolen':>8} |")
-        out(f"| {'-' * 32} | {'-' * 8}:| {'-' * 8}:| {'-' * 8}:| {'-' * 8}:|")
+        out("CPU meanwhile (seconds of a core; 2 cores give 2 per second): the pass's process, "
+            "its Postgres, its other processes (the Prefect server, the validation), every other "
+            "process on the machine, stolen by the hypervisor")
+        out(f"| {'pass':<32} | {'wall':>8} | {'process':>8} | {'Postgres':>8} | {'its rest':>8} "
+            f"| {'others':>8} | {'stolen':>8} |")
+        out(f"| {'-' * 32} | {'-' * 8}:| {'-' * 8}:| {'-' * 8}:| {'-' * 8}:| {'-' * 8}:| "
+            f"{'-' * 8}:|")
         for name, figure in passes:
             cpu = figure["cpu"]
-            out(f"| {name:<32} | {figure['wall_s']:>8.1f} | {cpu['own_s']:>8.1f} | "
-                f"{cpu['others_s']:>8.1f} | {cpu['stolen_s']:>8.1f} |")
+            cells = " | ".join(f"{cpu.get(k, 0.0):>8.1f}" for k in
+                               ("process_s", "postgres_s", "rest_s", "others_s", "stolen_s"))
+            out(f"| {name:<32} | {figure['wall_s']:>8.1f} | {cells} |")
         out("")
     goals = {
         "warm": warm_s < GOAL_WARM_S,
