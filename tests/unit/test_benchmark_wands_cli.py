@@ -47,6 +47,40 @@ def test_the_cpu_of_the_tree_is_its_own_and_the_rest_is_the_machine_s(tmp_path):
     assert cpu["others_s"] >= 0 and cpu["stolen_s"] >= 0
 
 
+def test_rss_comes_from_the_counters_and_pss_is_walked_only_now_and_then(monkeypatch):
+    """RSS every sample from /proc/PID/status (what smaps_rollup's walk adds up, to a few
+    pages); PSS, a walk of every mapping, at the first sample and then not again within a
+    second while no new peak comes."""
+    from searcheval.bench import wands
+
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import sys, time; b = bytearray(100 * 2**20); "
+                               "b[::4096] = b'x' * len(b[::4096]); print(flush=True); "
+                               "time.sleep(5)"], stdout=subprocess.PIPE)
+    try:
+        holder.stdout.readline()  # its 100 MB are touched
+        walked = {}
+        with open(f"/proc/{holder.pid}/smaps_rollup", "rb") as fh:
+            for line in fh:
+                walked[line.split(b":")[0]] = int(line.split()[1]) * 1024 if b"kB" in line else 0
+        counted = wands._rss(holder.pid)
+        assert counted > 100 * 2**20
+        assert abs(counted - walked[b"Rss"]) < 2 * 2**20, (counted, walked[b"Rss"])
+
+        reads = []
+        real = wands._pss
+        monkeypatch.setattr(wands, "_pss", lambda pid: reads.append(pid) or real(pid))
+        memory = TreeMemory(holder.pid)
+        for _ in range(10):  # well within a second, the memory steady
+            memory.sample()
+        assert reads == [holder.pid]
+        assert 90 * 2**20 < memory.peak_pss <= memory.peak_rss
+    finally:
+        holder.kill()
+        holder.wait()
+        holder.stdout.close()
+
+
 def test_a_process_alone_is_measured_alone():
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(1)"])
     try:
