@@ -47,6 +47,7 @@ def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
     monkeypatch.setattr(embeddings, "release_heap", lambda: released.append(len(model.calls)))
     embedder = object.__new__(CachedEmbedder)  # no database: only the encoding is exercised
     embedder.model_path, embedder.batch_size, embedder.show_progress = None, 4, False
+    embedder.model_seconds = 0.0
     # chunks of 4 x 4 = 16 texts, longest first; a budget of 400 tokens so that a batch of 4
     # asked for is cut
     monkeypatch.setattr(embeddings, "MAX_BATCH_TOKENS", 4 * 100)
@@ -57,6 +58,7 @@ def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
     # chunk 3: 51 -> 400 // 51 = 7, capped at 4
     assert model.calls == [(16, 1), (16, 2), (16, 4)]
     assert released == [3]  # the heap given back once, after the last of the 3 encode calls
+    assert embedder.model_seconds > 0  # the 3 calls' time in the model, summed
     # each text gets its own vector back, in its given order
     assert [v[0] for v in vectors] == [float(len(t.split())) for t in texts]
 
