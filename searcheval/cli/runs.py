@@ -1,11 +1,12 @@
 """`searcheval runs crash FLOW_RUN_ID`: mark a flow run whose worker is gone Crashed (issue 29).
 
-A worker stopped with its flow run (systemd's stop or restart sends SIGTERM to both) leaves the
-run Running: nothing reports its end. The `searcheval-stuck-run` automation marks such a run
-Crashed once its heartbeats stop (deploy/automations.yaml); this command does the same at once,
-by hand, for a run an operator knows is dead (or one stuck in Cancelling). The Crashed state
-pages through the `searcheval-nightly-failed` automation like any crash, and a waiting `searcheval
-run --deployment` returns 3.
+A worker stopped with its flow run (systemd's stop or restart sends SIGTERM to both, then SIGKILL)
+can leave the run Running: unless Prefect's engine reports the crash itself (it may, depending on
+the moment the signal lands), nothing reports its end. The `searcheval-stuck-run` automation marks
+such a run Crashed once its heartbeats stop (deploy/automations.yaml); this command does the same
+at once, by hand, for a run an operator knows is dead (or one stuck in Cancelling). The Crashed
+state pages through the `searcheval-nightly-failed` automation like any crash, and a waiting
+`searcheval run --deployment` returns 3.
 """
 
 from __future__ import annotations
