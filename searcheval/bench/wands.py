@@ -18,17 +18,17 @@ product it judges relevant, so the rankers find something.
 - warm (`warm_runs` times): the same command again: the kept Prefect server and the embedded
   Postgres running, nothing to embed.
 
-Peak memory is the largest sum of the resident memory of the run's process tree, sampled every
-0.2 s from the kernel's counters (/proc/PID/status): the `searcheval run` process, every process it started (the embedded Postgres and its
-backends, the kept Prefect server), and those servers while they run (a warm run uses them). The
-working folder's servers are looked up at every sample: the embedded Postgres a cold run starts
-daemonizes (its parent becomes pid 1) and was left out of the cold runs' peaks before
-2026-12-06. The
-sum of RSS counts a page two processes share twice (Postgres' shared buffers), so it is an upper
-bound; the sum of PSS, which shares it out, is printed beside it. PSS needs a walk of every
-mapping of a process (smaps_rollup: 28 ms for the run's process at WANDS size, holding its memory
-map's lock), so it is read at a new peak of RSS (at most once a second) and every 5 s; before
-2026-12-07 both were read every 0.2 s, and the sampler took 14% of a core from the cold run.
+Peak memory is the largest sum of the resident memory of the run's process tree, sampled every 0.2
+s from the kernel's counters (/proc/PID/status): the `searcheval run` process, every process it
+started (the embedded Postgres and its backends, the kept Prefect server), and those servers while
+they run (a warm run uses them). The working folder's servers are looked up at every sample: the
+embedded Postgres a cold run starts daemonizes (its parent becomes pid 1) and was left out of the
+cold runs' peaks before 2026-12-06. The sum of RSS counts a page two processes share twice
+(Postgres' shared buffers), so it is an upper bound; the sum of PSS, which shares it out, is
+printed beside it. PSS needs a walk of every mapping of a process (smaps_rollup: 28 ms for the
+run's process at WANDS size, holding its memory map's lock), so it is read at a new peak of RSS (at
+most once a second) and every 5 s; before 2026-12-07 both were read every 0.2 s, and the sampler
+took 14% of a core from the cold run.
 
 The cold embedding is split into the time in the model (`cost.embedding.model_seconds` of the run's
 metrics.json, the measure raw's `encode` call is), the time around it, and its batches' task runs
@@ -37,7 +37,7 @@ what the hypervisor stole meanwhile (/proc/stat): on a shared machine, a pass 10
 its reference with 200 s of its neighbours' CPU beside it is not a slower code.
 
 Goals (issue #27): warm end to end under 60 s, the validation step under 5 s (the cold run's
-validate task: the warm run's is served from the cache), peak memory under 2 GB, the cold
+validate task: the warm run's is served from the cache), peak memory under 2 GiB, the cold
 embedding within 1.1x of raw sentence-transformers on the same texts.
 """
 
@@ -125,30 +125,29 @@ def machine_ticks() -> tuple[int, int]:
     return user + nice + system + irq + softirq, (values[7] if len(values) > 7 else 0)
 
 
-def _rss(pid: int) -> int:
-    """Resident memory of a process in bytes from the kernel's counters (/proc/PID/status:
-    no walk of its mappings); 0 when it is gone or a zombie."""
+def _kib_field(path: str, key: bytes) -> int:
+    """The `key` line of a /proc file that counts kB (`VmRSS:`, `Pss:`), in bytes; 0 when the
+    process is gone, a zombie or the line is absent."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as fh:
+        with open(path, "rb") as fh:
             for line in fh:
-                if line.startswith(b"VmRSS:"):
+                if line.startswith(key):
                     return int(line.split()[1]) * 1024
     except OSError:
         return 0
     return 0
+
+
+def _rss(pid: int) -> int:
+    """Resident memory of a process in bytes from the kernel's counters (/proc/PID/status:
+    no walk of its mappings)."""
+    return _kib_field(f"/proc/{pid}/status", b"VmRSS:")
 
 
 def _pss(pid: int) -> int:
     """Proportional resident memory of a process in bytes (a shared page shared out among the
-    processes mapping it), from /proc/PID/smaps_rollup; 0 when it is gone."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", "rb") as fh:
-            for line in fh:
-                if line.startswith(b"Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return 0
-    return 0
+    processes mapping it), from /proc/PID/smaps_rollup: a walk of every mapping."""
+    return _kib_field(f"/proc/{pid}/smaps_rollup", b"Pss:")
 
 
 class TreeMemory:

@@ -47,6 +47,25 @@ def test_the_cpu_of_the_tree_is_its_own_and_the_rest_is_the_machine_s(tmp_path):
     assert cpu["others_s"] >= 0 and cpu["stolen_s"] >= 0
 
 
+def test_a_zombie_and_a_gone_process_hold_no_memory():
+    """A process that has exited but is not reaped yet (its status has no VmRSS line) and one
+    reaped (no /proc entry) both count 0, not an error that would end the sampler."""
+    import time
+
+    from searcheval.bench import wands
+
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:  # exited, not reaped: a zombie
+        with open(f"/proc/{child.pid}/stat", "rb") as fh:
+            if fh.read().rsplit(b")", 1)[1].split()[0] == b"Z":
+                break
+        time.sleep(0.05)
+    assert wands._rss(child.pid) == 0
+    child.wait()
+    assert wands._rss(child.pid) == 0 and wands._pss(child.pid) == 0
+
+
 def test_rss_comes_from_the_counters_and_pss_is_walked_only_now_and_then(monkeypatch):
     """RSS every sample from /proc/PID/status (what smaps_rollup's walk adds up, to a few
     pages); PSS, a walk of every mapping, at the first sample and then not again within a
