@@ -18,10 +18,10 @@ product it judges relevant, so the rankers find something.
 - warm (`warm_runs` times): the same command again: the kept Prefect server and the embedded
   Postgres running, nothing to embed.
 
-Peak memory is the largest sum of the resident memory of the run's process tree, sampled every 0.2
-s from the kernel's counters (/proc/PID/status): the `searcheval run` process, every process it
-started (the embedded Postgres and its backends, the kept Prefect server), and those servers while
-they run (a warm run uses them). The working folder's servers are looked up at every sample: the
+Peak memory is the largest sum of the resident memory of the run's process tree, sampled every
+0.2 s from the kernel's counters (/proc/PID/status): the `searcheval run` process, every process
+it started (the embedded Postgres and its backends, the kept Prefect server), and those servers
+while they run (a warm run uses them). The working folder's servers are looked up at every sample: the
 embedded Postgres a cold run starts daemonizes (its parent becomes pid 1) and was left out of the
 cold runs' peaks before 2026-12-06. The sum of RSS counts a page two processes share twice
 (Postgres' shared buffers), so it is an upper bound; the sum of PSS, which shares it out, is

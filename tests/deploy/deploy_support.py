@@ -55,6 +55,15 @@ class Process:
         self._fh.close()
 
 
+def close_process(process: subprocess.Popen) -> None:
+    """A command started with pipes: killed if a failure left it running, reaped, and its pipes
+    closed even when it ended on its own (left open, they are a ResourceWarning that fails
+    whichever later test the garbage collector lands in)."""
+    if process.poll() is None:
+        process.kill()
+    process.communicate()  # reads what is left; closes the pipes (a no-op once closed)
+
+
 def wait_healthy(url: str, process: Process, timeout: float = 90) -> None:
     """Until the Prefect server at `url` answers its health check; fails the test with the
     server's log when it exits or does not answer within `timeout` seconds."""

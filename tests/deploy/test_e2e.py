@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
-from deploy_support import ROOT, UI_OUTPUT, VENV_BIN, PrefectServer, Process
+from deploy_support import ROOT, UI_OUTPUT, VENV_BIN, PrefectServer, Process, close_process
 
 from flows.serve import load_deployment_specs, project_parameters
 from searcheval.store import database
@@ -139,15 +139,8 @@ def ranking_change_run(stack, tmp_path_factory, request):
          "v3-regressed", "--baseline", str(tripped / "baseline.json"), "--output",
          str(tripped / "out")], cwd=PROJECT, env=stack.server.env(), stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True), tripped / "out")
-    request.addfinalizer(lambda: stop(stack.tripped[0]))
+    request.addfinalizer(lambda: close_process(stack.tripped[0]))
     return run, output, watched.stdout
-
-
-def stop(process: subprocess.Popen) -> None:
-    """The tripped run's command, if a failure left it running, and its pipes."""
-    if process.poll() is None:
-        process.kill()
-    process.communicate()
 
 
 @pytest.fixture(scope="module")

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from deploy_support import ROOT, VENV_BIN, PrefectServer, Process
+from deploy_support import ROOT, VENV_BIN, PrefectServer, Process, close_process
 
 pytestmark = pytest.mark.slow
 
@@ -126,17 +126,6 @@ def run_deployment(stack: WorkerStack, *flags: str) -> subprocess.Popen:
     return subprocess.Popen([str(VENV_BIN / "searcheval"), "run", "--deployment", DEPLOYMENT,
                              *flags], cwd=ROOT, env=stack.server.env(), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
-
-
-def close(process: subprocess.Popen) -> None:
-    """Killed if still running, reaped, and its pipes closed even when it ended on its own (left
-    open, they are a ResourceWarning that fails whichever later test the collector lands in)."""
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-    for pipe in (process.stdout, process.stderr):
-        if pipe is not None:
-            pipe.close()
 
 
 def restart_worker(stack: WorkerStack) -> None:
@@ -236,7 +225,7 @@ def test_a_worker_killed_mid_run_ends_crashed_by_the_automation_and_the_next_run
         time.sleep(3)
         assert sum(run["name"] in b.get("subject", "") for b in receiver.bodies) == 1
     finally:
-        close(waiting)
+        close_process(waiting)
         restart_worker(stack)  # systemd starts it again (also after a failure: the next test's)
     # the next run completes
     code, out, err = finish(run_deployment(stack, *QUICK, "--label", "after-restart",
@@ -267,7 +256,7 @@ def test_runs_crash_marks_a_run_whose_worker_is_gone_crashed_at_once(stack, tmp_
         assert "searcheval runs crash" in err.strip().splitlines()[-1]
         print(f"runs crash -> command returned in {time.monotonic() - started:.1f} s")
     finally:
-        close(waiting)
+        close_process(waiting)
         restart_worker(stack)
     # a run that already ended, and one that does not exist: refused in one line
     for flow_run_id, expected in ((run["id"], "already ended CRASHED: nothing to crash"),

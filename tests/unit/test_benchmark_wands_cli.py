@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -50,8 +51,6 @@ def test_the_cpu_of_the_tree_is_its_own_and_the_rest_is_the_machine_s(tmp_path):
 def test_a_zombie_and_a_gone_process_hold_no_memory():
     """A process that has exited but is not reaped yet (its status has no VmRSS line) and one
     reaped (no /proc entry) both count 0, not an error that would end the sampler."""
-    import time
-
     from searcheval.bench import wands
 
     child = subprocess.Popen([sys.executable, "-c", "pass"])

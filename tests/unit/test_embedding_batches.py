@@ -3,6 +3,8 @@ holds at most MAX_BATCH_TOKENS padded tokens, so long texts are encoded in small
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 
@@ -24,6 +26,9 @@ def test_batch_for(longest, asked, expected):
     assert batch_for(longest, asked) == expected
 
 
+ENCODE_S = 0.02  # each fake encode call's time
+
+
 class FakeModel:
     """Tokens: the words of a text, at most 256 (the model's maximum length); records the batch
     size of every encode call."""
@@ -37,6 +42,7 @@ class FakeModel:
 
     def encode(self, texts, batch_size, **_):
         self.calls.append((len(texts), batch_size))
+        time.sleep(ENCODE_S)  # a model's time, for model_seconds to add up
         return np.array([[float(len(t.split())), 1.0] for t in texts], dtype=np.float32)
 
 
@@ -58,7 +64,8 @@ def test_long_chunks_are_encoded_in_smaller_batches(monkeypatch):
     # chunk 3: 51 -> 400 // 51 = 7, capped at 4
     assert model.calls == [(16, 1), (16, 2), (16, 4)]
     assert released == [3]  # the heap given back once, after the last of the 3 encode calls
-    assert embedder.model_seconds > 0  # the 3 calls' time in the model, summed
+    # the 3 calls' time in the model, summed: 3 x 0.02 s of sleep, plus counting tokens
+    assert 3 * ENCODE_S <= embedder.model_seconds < 3 * ENCODE_S + 1.0
     # each text gets its own vector back, in its given order
     assert [v[0] for v in vectors] == [float(len(t.split())) for t in texts]
 
